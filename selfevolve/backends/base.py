@@ -1,0 +1,67 @@
+"""One interface for every LLM backend: batched chat completion.
+
+Roles, MASS and evaluation call ``Backend.chat(conversations, sampling)`` and never know which
+implementation serves them (``hf`` transformers, ``vllm`` offline engine, ``openai`` HTTP).
+
+Shapes: ``conversations`` is a list of B message lists (``[{"role": ..., "content": ...}, ...]``);
+the result is a list of B lists of ``sampling.n`` ``Completion`` objects (outer index = prompt,
+inner index = sample).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Messages = list[dict[str, str]]
+
+
+class SamplingConfig(BaseModel):
+    """Sampling parameters for one batched request.
+
+    ``temperature`` 0 means greedy; ``n`` samples per prompt; ``seed`` makes sampling
+    reproducible where the backend supports it; generation stops at EOS, ``max_new_tokens`` or
+    the first of ``stop`` (the stop string is not included in the text).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(128, ge=1)
+    n: int = Field(1, ge=1)
+    seed: int | None = None
+    stop: list[str] = Field(default_factory=list)
+
+
+class Completion(BaseModel):
+    """One generated completion: text, token counts and why generation stopped
+    (``stop``: EOS or a stop string; ``length``: hit ``max_new_tokens``; ``error``: the backend failed
+    for this prompt after retries, ``text`` empty)."""
+
+    text: str
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: Literal["stop", "length", "error"] = "stop"
+
+
+class Backend(ABC):
+    """Batched chat completion. Implementations must return, for every conversation,
+    exactly ``sampling.n`` completions, in input order."""
+
+    name: str = "base"
+
+    @abstractmethod
+    def chat(self, conversations: list[Messages], sampling: SamplingConfig) -> list[list[Completion]]:
+        ...
+
+    def close(self) -> None:  # pragma: no cover - default no-op
+        """Release resources (engines, HTTP clients)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

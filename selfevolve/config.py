@@ -1,0 +1,290 @@
+"""Campaign parameters: the schema of ``params.yaml`` and its loader.
+
+Every knob of a campaign lives in ``params.yaml`` (DVC tracks it per stage). The schema is strict:
+an unknown key, a wrong type or an out-of-range value raises ``ParamsError`` naming the key, the
+value and what is allowed, before any stage writes anything.
+
+Presets for real models (``configs/*.yaml``) are partial params files deep-merged over
+``params.yaml`` by ``load_params(path, overlays=[...])`` (CLI: ``--params-overlay``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LoraParams(_Section):
+    enabled: bool = False
+    r: int = Field(16, ge=1, le=1024)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    target_modules: list[str] | Literal["all-linear"] = "all-linear"
+
+
+class ModelParams(_Section):
+    """Which backbone serves every role, and through which backend."""
+
+    base: str = Field("models/base", description="local path or hub id of the initial model")
+    backend: Literal["hf", "vllm", "openai"] = "hf"
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    device: str = "auto"
+    max_model_len: int = Field(512, ge=64)
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    openai_api_key_env: str = "OPENAI_API_KEY"
+    request_timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=20)
+    max_concurrency: int = Field(8, ge=1, le=1024)
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+    gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
+    lora: LoraParams = LoraParams()
+
+
+class BootstrapParams(_Section):
+    """The embedded tiny model (DESIGN.md 'Models on these machines')."""
+
+    vocab_size: int = Field(384, ge=64, le=65536)
+    hidden_size: int = Field(128, ge=16)
+    num_layers: int = Field(4, ge=1, le=64)
+    num_heads: int = Field(4, ge=1)
+    intermediate_size: int = Field(384, ge=16)
+    max_position_embeddings: int = Field(512, ge=64)
+    transcripts: int = Field(6000, ge=10, description="role transcripts rendered from the seed generator")
+    steps: int = Field(1200, ge=1)
+    batch_size: int = Field(32, ge=1)
+    learning_rate: float = Field(2e-3, gt=0, le=1.0)
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> "BootstrapParams":
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"bootstrap.hidden_size ({self.hidden_size}) must be divisible by bootstrap.num_heads ({self.num_heads})")
+        return self
+
+
+class SeedParams(_Section):
+    set: Literal["arith", "tiny-code", "paper"] = "arith"
+    size: int = Field(500, ge=1, le=100000)
+    data_dir: str = Field("../shared/benchmarks", description="where local GSM8K/MATH/MBPP files live (paper seed set)")
+    heldout_size: int = Field(400, ge=0, description="held-out questions for checkpoint selection and evaluation")
+
+
+class SamplingParams(_Section):
+    temperature: float = Field(1.0, ge=0.0, le=5.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_new_tokens: int = Field(96, ge=1, le=32768)
+
+
+class AblationParams(_Section):
+    """Switches for the SAGE paper's ablations (run with ``dvc exp run -S sage.ablation.critic=false``)."""
+
+    critic: bool = True
+    planner: bool = True
+    train_challenger: bool = True
+    train_solver: bool = True
+
+
+class SageParams(_Section):
+    """SAGE constants (DESIGN.md 'Reward formulas')."""
+
+    questions_per_cycle: int = Field(48, ge=1)
+    pool_sample: int = Field(48, ge=0, description="pool/seed questions planned and solved each cycle")
+    solver_samples: int = Field(5, ge=1, le=256, description="n solver samples per question (r_d and groups)")
+    alpha: float = Field(0.7, ge=0.0, le=1.0, description="question quality gate on s_q")
+    beta: float = Field(0.3, ge=0.0, le=1.0, description="plan gate on s_p")
+    critic_unparseable_score: float = Field(0.5, ge=0.0, le=1.0)
+    solver_plan_weight: float = Field(0.2, ge=0.0, le=1.0)
+    solver_correct_weight: float = Field(0.6, ge=0.0, le=1.0)
+    solver_format_weight: float = Field(0.2, ge=0.0, le=1.0)
+    planner_score_weight: float = Field(0.5, ge=0.0, le=1.0)
+    dedup_ngram: int = Field(3, ge=1, le=10)
+    dedup_threshold: float = Field(0.9, gt=0.0, le=1.0, description="Jaccard n-gram similarity above which a question is a near-duplicate")
+    ablation: AblationParams = AblationParams()
+
+    @model_validator(mode="after")
+    def _solver_weights(self) -> "SageParams":
+        total = self.solver_plan_weight + self.solver_correct_weight + self.solver_format_weight
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"sage.solver_*_weight must sum to 1 (got {total:g})")
+        return self
+
+
+class RLParams(_Section):
+    algorithm: Literal["reinforce_pp", "grpo"] = "reinforce_pp"
+    steps: int = Field(60, ge=0)
+    batch_size: int = Field(16, ge=1)
+    learning_rate: float = Field(3e-4, gt=0, le=1.0)
+    clip_eps: float = Field(0.2, gt=0.0, le=1.0)
+    kl_coef: float = Field(0.0, ge=0.0)
+    epochs_per_batch: int = Field(1, ge=1, le=16)
+    max_grad_norm: float = Field(1.0, gt=0)
+    grpo_num_generations: int = Field(4, ge=2)
+    eval_every: int = Field(20, ge=1, description="steps between held-out checks for best-checkpoint selection")
+    eval_questions: int = Field(64, ge=1)
+    skip_no_spread: bool = True
+
+
+class SFTParams(_Section):
+    steps: int = Field(40, ge=0)
+    batch_size: int = Field(8, ge=1)
+    learning_rate: float = Field(3e-4, gt=0, le=1.0)
+
+
+class MassParams(_Section):
+    enabled: bool = True
+    generations: int = Field(2, ge=0, le=100)
+    population: int = Field(4, ge=1, le=64)
+    eval_questions: int = Field(16, ge=1)
+    max_agents: int = Field(4, ge=1, le=32)
+    max_calls: int = Field(6, ge=1, le=256)
+    max_tokens_per_run: int = Field(1024, ge=16)
+    trajectories_per_question: int = Field(2, ge=1)
+    cost_weight: float = Field(0.0, ge=0.0, description="fitness penalty per 1,000 output tokens (0 = off)")
+
+
+class VerifierParams(_Section):
+    math_timeout_s: float = Field(5.0, gt=0)
+    code_timeout_s: float = Field(5.0, gt=0)
+    code_memory_mb: int = Field(512, ge=32)
+    workers: int = Field(0, ge=0, description="0 = one per core")
+    banned_modules: list[str] = Field(
+        default_factory=lambda: ["os", "sys", "subprocess", "socket", "shutil", "multiprocessing", "threading", "ctypes", "signal", "pathlib", "importlib"]
+    )
+
+
+class BenchmarkSpec(_Section):
+    name: str
+    limit: int | None = Field(None, ge=1)
+    k: int = Field(1, ge=1)
+
+
+class EvaluationParams(_Section):
+    benchmarks: list[BenchmarkSpec] = Field(default_factory=lambda: [BenchmarkSpec(name="arith-heldout", limit=400)])
+    max_new_tokens: int = Field(96, ge=1)
+    batch_size: int = Field(32, ge=1)
+
+
+class CycleSpec(_Section):
+    init: str = Field(description="'base' or the name of an earlier cycle whose model this cycle starts from")
+
+
+class Params(_Section):
+    seed: int = Field(0, ge=0)
+    campaign: str = Field("arith-default", min_length=1, description="MLflow experiment name")
+    cycles: dict[str, CycleSpec] = Field(
+        default_factory=lambda: {"c1": CycleSpec(init="base"), "c2": CycleSpec(init="c1")}
+    )
+    model: ModelParams = ModelParams()
+    bootstrap: BootstrapParams = BootstrapParams()
+    seeds: SeedParams = SeedParams()
+    sampling: SamplingParams = SamplingParams()
+    sage: SageParams = SageParams()
+    rl: RLParams = RLParams()
+    sft: SFTParams = SFTParams()
+    mass: MassParams = MassParams()
+    verifiers: VerifierParams = VerifierParams()
+    evaluation: EvaluationParams = EvaluationParams()
+
+    @field_validator("cycles")
+    @classmethod
+    def _chain(cls, cycles: dict[str, CycleSpec]) -> dict[str, CycleSpec]:
+        if not cycles:
+            raise ValueError("at least one cycle is needed, e.g. {c1: {init: base}}")
+        prev = "base"
+        for name, spec in cycles.items():
+            if name == "base" or not name.replace("_", "").replace("-", "").isalnum():
+                raise ValueError(f"cycle name {name!r} must be letters, digits, '-' or '_' and not 'base'")
+            if spec.init != prev:
+                raise ValueError(f"cycle {name!r} must start from {prev!r} (the previous cycle), got init={spec.init!r}")
+            prev = name
+        return cycles
+
+    def cycle_names(self) -> list[str]:
+        return list(self.cycles)
+
+    def cycle_index(self, name: str) -> int:
+        """1-based position of a cycle in the campaign. Raises ``KeyError`` for an unknown name."""
+        if name not in self.cycles:
+            raise KeyError(f"unknown cycle {name!r}; params.yaml defines {list(self.cycles)}")
+        return list(self.cycles).index(name) + 1
+
+
+class ParamsError(ValueError):
+    """params.yaml (or an overlay) is malformed. The message names every bad key, its value and what is allowed."""
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def _describe(err: dict) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    typ, msg = err["type"], err["msg"]
+    value = err.get("input")
+    if typ == "extra_forbidden":
+        return f"{key}: unknown key (value {value!r}); remove it or check the spelling"
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    return f"{key}: {msg} (got {shown[:100]})"
+
+
+def validate_params(data: dict, source: str = "params") -> Params:
+    """Validate a params mapping. Raises ``ParamsError`` listing each bad key, value and rule."""
+    try:
+        return Params.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe(e) for e in exc.errors()]
+        raise ParamsError(f"{source} is invalid:\n  " + "\n  ".join(lines)) from None
+
+
+def load_params(path: str | os.PathLike = "params.yaml", overlays: list[str | os.PathLike] | None = None,
+                overrides: dict[str, Any] | None = None) -> Params:
+    """Load ``path``, deep-merge ``overlays`` (preset files) and dotted ``overrides``
+    (``{"sage.alpha": 0.6}``) in that order, then validate.
+
+    Raises ``ParamsError`` (with key, value and allowed values) on a missing file, bad YAML,
+    unknown key, wrong type or out-of-range value.
+    """
+    path = Path(path)
+    data = _read_yaml(path)
+    sources = [str(path)]
+    for ov in overlays or []:
+        data = _deep_merge(data, _read_yaml(Path(ov)))
+        sources.append(str(ov))
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return validate_params(data, " + ".join(sources))
+
+
+def default_params_dict() -> dict:
+    """The defaults as a plain mapping (what ``selfevolve init-params`` writes)."""
+    return Params().model_dump(mode="json")

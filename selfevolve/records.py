@@ -1,0 +1,239 @@
+"""Typed records exchanged between stages, and their JSONL storage.
+
+Every stage reads and writes JSON Lines files of these records; each line is one
+record's ``model_dump(mode="json")``, so ``datasets.load_dataset("json", data_files=...)``
+reads any of them.
+
+Records
+-------
+``Question``      a problem with its verifier spec (seed item, Challenger output or benchmark item)
+``CriticScore``   the Critic's 1-10 judgement of a question or a plan, normalised to [0, 1]
+``Plan``          the Planner's multi-step plan for a question
+``Attempt``       one Solver completion for a question (n per question)
+``Verdict``       the verifier's decision on an attempt
+``Trajectory``    a multi-agent workflow run (MASS): every agent message, the final answer
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Iterator, Literal, TypeVar, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Domain = Literal["math", "code"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MathSpec(_Record):
+    """Verifier spec of a math question: the reference final answer (LaTeX or plain text)."""
+
+    kind: Literal["math"] = "math"
+    answer: str
+
+
+class IOCase(_Record):
+    """One stdin/stdout case for a program that reads stdin."""
+
+    stdin: str = ""
+    stdout: str
+
+
+class CodeSpec(_Record):
+    """Verifier spec of a code question.
+
+    ``tests`` are Python statements (usually ``assert f(x) == y``) run after the candidate
+    program; ``io_cases`` are stdin/stdout pairs for whole programs. ``setup`` runs before the
+    tests (imports, helpers). ``reference_solution`` is the Challenger's or dataset's solution,
+    which spec validation runs against the tests.
+    """
+
+    kind: Literal["code"] = "code"
+    entry_point: str | None = None
+    tests: list[str] = Field(default_factory=list)
+    io_cases: list[IOCase] = Field(default_factory=list)
+    setup: str = ""
+    reference_solution: str | None = None
+
+
+VerifierSpec = Annotated[Union[MathSpec, CodeSpec], Field(discriminator="kind")]
+
+
+class Question(_Record):
+    """A problem with a verifier spec.
+
+    ``source`` says where it came from (``seed:arith``, ``challenger``, ``benchmark:gsm8k`` ...);
+    ``level`` is a difficulty level where the generator knows one (1 = easiest);
+    ``parent_id`` is the reference item a Challenger question was written from.
+    """
+
+    id: str
+    domain: Domain
+    text: str
+    spec: VerifierSpec
+    level: int | None = None
+    source: str = "seed"
+    parent_id: str | None = None
+    cycle: int | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def answer(self) -> str | None:
+        return self.spec.answer if isinstance(self.spec, MathSpec) else None
+
+
+class CriticScore(_Record):
+    """The Critic's judgement. ``raw`` is the parsed 1-10 (or 0-1) number or None if unparseable;
+    ``score`` is the normalised value in [0, 1] (DESIGN.md: s in (1,10] -> (s-1)/9, unparseable -> 0.5).
+    ``target`` is ``question`` or ``plan``; ``target_id`` the question id or plan id."""
+
+    target: Literal["question", "plan"]
+    target_id: str
+    question_id: str
+    completion: str
+    raw: float | None
+    score: float
+    format_reward: float
+    passed: bool
+
+
+class Plan(_Record):
+    """A Planner completion for a question; ``steps`` empty when unparseable."""
+
+    id: str
+    question_id: str
+    completion: str
+    steps: list[str] = Field(default_factory=list)
+    text: str | None = None
+    format_reward: float = 0.0
+    prompt: str = ""
+
+
+class Attempt(_Record):
+    """One Solver sample. ``plan_id`` is set when the plan passed the plan gate and was shown."""
+
+    id: str
+    question_id: str
+    sample: int
+    completion: str
+    answer: str | None = None
+    code: str | None = None
+    plan_id: str | None = None
+    format_reward: float = 0.0
+    prompt: str = ""
+    output_tokens: int = 0
+
+
+class Verdict(_Record):
+    """Verifier outcome for an attempt: ``correct`` is s_gt in {0,1}; ``status`` is the math
+    grader's or sandbox's status string; ``detail`` a short human-readable reason."""
+
+    attempt_id: str
+    question_id: str
+    correct: float
+    status: str
+    detail: str = ""
+
+
+class AgentMessage(_Record):
+    """One message inside a workflow run: which agent, chat role, text, token counts."""
+
+    agent_id: str
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Trajectory(_Record):
+    """A whole multi-agent workflow run on one question (MASS)."""
+
+    id: str
+    design_id: str
+    question_id: str
+    messages: list[AgentMessage]
+    final_answer: str | None
+    completed: bool
+    correct: float | None = None
+    output_tokens: int = 0
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class RecordFileError(ValueError):
+    """A JSONL file has a malformed line. Carries ``path``, ``line`` (1-based) and ``field``."""
+
+    def __init__(self, path: str | os.PathLike, line: int, field: str | None, message: str):
+        self.path, self.line, self.field = str(path), line, field
+        where = f"{path}:{line}" + (f" field '{field}'" if field else "")
+        super().__init__(f"{where}: {message}")
+
+
+def read_jsonl(path: str | os.PathLike, model: type[R]) -> list[R]:
+    """Read every line of ``path`` as a ``model`` record.
+
+    Raises ``RecordFileError`` naming the 1-based line and the first bad field (with what is
+    expected) on malformed JSON or a record that fails validation; ``FileNotFoundError`` if
+    the file is missing. Blank lines are skipped.
+    """
+    return list(iter_jsonl(path, model))
+
+
+def iter_jsonl(path: str | os.PathLike, model: type[R]) -> Iterator[R]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordFileError(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+            try:
+                yield model.model_validate(obj)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                field = ".".join(str(p) for p in err["loc"]) or None
+                raise RecordFileError(
+                    path, lineno, field, f"{err['msg']} (got {str(err.get('input'))[:80]!r}); expected a {model.__name__} record"
+                ) from None
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | dict]) -> int:
+    """Write records atomically (temp file + rename): a crash mid-write leaves the old file intact.
+
+    Returns the number of records written. Parent directories are created.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for rec in records:
+                obj = rec.model_dump(mode="json") if isinstance(rec, BaseModel) else rec
+                fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
+                n += 1
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return n
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write one JSON document atomically (used for metrics files)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)

@@ -1,0 +1,39 @@
+"""Role prompts: Jinja templates in ``selfevolve/roles/prompts/`` rendered to chat messages.
+
+The chat template of the model (``tokenizer.apply_chat_template``) is applied by the backend;
+this module only produces the message lists.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+
+ROLES = ("challenger", "planner", "solver", "critic_question", "critic_plan")
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("selfevolve.roles", "prompts"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
+
+
+def render(role: str, **fields) -> str:
+    """Render the user prompt of ``role`` (one of ``ROLES``) with ``fields``.
+
+    Raises ``KeyError`` for an unknown role and ``jinja2.UndefinedError`` when a field the
+    template uses is missing.
+    """
+    if role not in ROLES:
+        raise KeyError(f"unknown role {role!r}; expected one of {ROLES}")
+    return _env().get_template(f"{role}.j2").render(**fields).strip()
+
+
+def messages(role: str, **fields) -> list[dict[str, str]]:
+    """``[{"role": "user", "content": render(role, **fields)}]``: the chat turn the backend completes."""
+    return [{"role": "user", "content": render(role, **fields)}]
