@@ -53,14 +53,14 @@ class ModelParams(_Section):
 class BootstrapParams(_Section):
     """The embedded tiny model (DESIGN.md 'Models on these machines')."""
 
-    vocab_size: int = Field(384, ge=64, le=65536)
+    vocab_size: int = Field(1024, ge=64, le=65536)
     hidden_size: int = Field(128, ge=16)
     num_layers: int = Field(4, ge=1, le=64)
     num_heads: int = Field(4, ge=1)
     intermediate_size: int = Field(384, ge=16)
     max_position_embeddings: int = Field(512, ge=64)
-    transcripts: int = Field(6000, ge=10, description="role transcripts rendered from the seed generator")
-    steps: int = Field(1200, ge=1)
+    transcripts: int = Field(8000, ge=10, description="role transcripts rendered from the seed generator")
+    steps: int = Field(500, ge=1)
     batch_size: int = Field(32, ge=1)
     learning_rate: float = Field(2e-3, gt=0, le=1.0)
 

@@ -101,6 +101,7 @@ class CriticScore(_Record):
     score: float
     format_reward: float
     passed: bool
+    prompt: str = ""
 
 
 class Plan(_Record):
@@ -162,6 +163,38 @@ class Trajectory(_Record):
     completed: bool
     correct: float | None = None
     output_tokens: int = 0
+
+
+class ChallengerRollout(_Record):
+    """One Challenger completion: the reference item it was written from, the parsed question
+    (None when unparseable), r_f, and whether the verifier spec validated (with the reason)."""
+
+    id: str
+    parent_id: str
+    domain: Domain
+    prompt: str
+    completion: str
+    question: Question | None = None
+    format_reward: float = 0.0
+    spec_valid: bool = False
+    spec_reason: str = ""
+
+
+class Rollout(_Record):
+    """A (prompt, completion, reward) triple of one role, the unit of RL training.
+
+    ``group`` ties samples of the same prompt together (the Solver's n samples); ``advantage``
+    is filled by the datasets stage (Task-Relative REINFORCE++ normalisation per role)."""
+
+    id: str
+    role: Literal["challenger", "planner", "solver", "critic"]
+    group: str
+    question_id: str
+    prompt: str
+    completion: str
+    reward: float
+    advantage: float | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
 
 
 R = TypeVar("R", bound=BaseModel)

@@ -1,0 +1,51 @@
+# Two entry points: `make run` (whole campaign on the embedded default) and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export MLFLOW_DISABLE_TELEMETRY := true
+export DO_NOT_TRACK := true
+export DVC_NO_ANALYTICS := 1
+export TOKENIZERS_PARALLELISM := false
+export PREFECT_HOME := $(CURDIR)/.prefect
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: install run test serve ui bench summary clean-outputs help
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/dvc config --local core.site_cache_dir $(CURDIR)/.dvc/site-cache
+	touch $@
+
+install: $(STAMP)  ## create .venv and install (idempotent)
+
+run: install  ## run a 2-cycle campaign on the embedded default through the Prefect flow
+	$(BIN)/python -m flows.campaign --cycles 2
+
+test: install  ## run the test suite
+	$(BIN)/python -m pytest -q -rs
+
+serve: install  ## start a Prefect server + cpu worker (+ deployments) and an MLflow server on 127.0.0.1
+	$(BIN)/selfevolve stack
+
+ui: install  ## MLflow UI on http://127.0.0.1:5000 over the local store
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow/mlflow.db --host 127.0.0.1 --port 5000
+
+summary: install  ## per-cycle summary table of the campaign
+	$(BIN)/selfevolve summary
+
+bench: install  ## performance benchmarks (print ratios)
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

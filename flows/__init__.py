@@ -1,0 +1,1 @@
+"""Prefect flows: thin composition of the stage tasks (campaign, cycle, evaluation)."""

@@ -1,0 +1,46 @@
+"""The campaign flow: seed set and base model, then ``cycles`` cycles, each starting from the
+previous cycle's model, then a summary. Run it directly (``python -m flows.campaign --cycles 2``)
+or through the deployment (``prefect deployment run 'campaign/campaign' -p cycles=2``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from prefect import flow, get_run_logger
+
+from flows.cycle import cycle
+from tasks import stages
+
+
+@flow(name="campaign", log_prints=True)
+def campaign(cycles: int = 2, root: str = str(stages.ROOT)) -> dict:
+    """Run the first ``cycles`` cycles of params.yaml. Raises ``ValueError`` if params.yaml defines
+    fewer cycles (add them under ``cycles:``, each with ``init`` = the previous one)."""
+    from selfevolve.config import load_params
+    from selfevolve.summary import campaign_summary
+
+    names = load_params(f"{root}/params.yaml").cycle_names()
+    if cycles < 1 or cycles > len(names):
+        raise ValueError(f"cycles={cycles}, but params.yaml defines {len(names)} cycles {names}; add more under 'cycles:'")
+    stages.seeds(root=root)
+    stages.bootstrap(root=root)
+    stages.evaluate_base(root=root)
+    for name in names[:cycles]:
+        cycle(name=name, root=root)
+    summary = campaign_summary(root, names[:cycles])
+    get_run_logger().info("campaign finished:\n%s", summary["table"])
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Run a self-evolution campaign through Prefect (a temporary local API "
+                                 "server is started unless PREFECT_API_URL points at one).")
+    ap.add_argument("--cycles", type=int, default=2, help="how many cycles of params.yaml to run (default 2)")
+    args = ap.parse_args()
+    summary = campaign(cycles=args.cycles)
+    print(summary["table"])
+    print(summary["next"])
+
+
+if __name__ == "__main__":
+    main()

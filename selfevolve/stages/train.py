@@ -1,0 +1,104 @@
+"""Stages that turn a cycle's records into a better model: ``mass_search``, ``datasets``,
+``train_rl``, ``train_sft``, and the ``evaluate`` stage that measures it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from selfevolve.config import Params
+from selfevolve.paths import cycle_paths
+from selfevolve.records import Question, Rollout, read_jsonl, write_json, write_jsonl
+from selfevolve.stages.common import base_model, init_model_dir, init_paths, log, make_backend, stage_seed
+
+
+def mass_search(params: Params, cycle: str, root=".") -> dict:
+    """MASS workflow search on the cycle's verified pool, then trajectories of the champion.
+
+    Writes ``mass/search.json`` (champion per domain, every design's fitness, history per
+    generation), ``mass/champions.json`` and ``mass/trajectories.jsonl``. The previous cycle's
+    champions seed this search. With ``mass.enabled = false`` writes empty outputs.
+    """
+    from selfevolve.mass.search import run_mass_stage
+
+    P, prev = cycle_paths(cycle, root), init_paths(params, cycle, root)
+    P.mass_dir.mkdir(parents=True, exist_ok=True)
+    if not params.mass.enabled:
+        write_json(P.mass_dir / "search.json", {"enabled": False})
+        write_json(P.mass_dir / "champions.json", {})
+        write_jsonl(P.mass_dir / "trajectories.jsonl", [])
+        return {"mass_enabled": 0}
+    pool = read_jsonl(P.pool, Question)
+    prev_champions_path = prev.mass_dir / "champions.json"
+    previous = json.loads(prev_champions_path.read_text()) if prev_champions_path.exists() else None
+    with make_backend(params, init_model_dir(params, cycle, root)) as backend:
+        return run_mass_stage(backend, pool, params, out_dir=P.mass_dir, seed=stage_seed(params, cycle, "mass_search"),
+                              previous_champions=previous)
+
+
+def datasets(params: Params, cycle: str, root=".") -> dict:
+    """Build the RL dataset (rollouts with per-role advantages; ablations drop untrained roles;
+    no-spread groups skipped) and the SFT dataset (MASS champion trajectories as chats).
+    Writes ``rl_dataset.jsonl`` and ``sft_dataset.jsonl``."""
+    from selfevolve.training.rl import role_advantages
+
+    P = cycle_paths(cycle, root)
+    ab = params.sage.ablation
+    rollouts = read_jsonl(P.rollouts, Rollout)
+    dropped = {r for r, keep in (("challenger", ab.train_challenger), ("solver", ab.train_solver)) if not keep}
+    rl_rows = role_advantages([r for r in rollouts if r.role not in dropped], skip_no_spread=params.rl.skip_no_spread)
+    write_jsonl(P.rl_dataset, rl_rows)
+    chats = []
+    traj_path = P.mass_dir / "trajectories.jsonl"
+    if params.mass.enabled and traj_path.exists():
+        from selfevolve.mass.sft_data import trajectories_to_chats
+        from selfevolve.records import Trajectory
+
+        questions = {q.id: q for q in read_jsonl(P.pool, Question)}
+        chats = trajectories_to_chats(read_jsonl(traj_path, Trajectory), questions)
+    write_jsonl(P.sft_dataset, [{"messages": c} for c in chats])
+    counts = Counter(r.role for r in rl_rows)
+    return {"rl_rows": len(rl_rows), "rl_rows_dropped": len(rollouts) - len(rl_rows), "sft_rows": len(chats),
+            **{f"rl_rows_{k}": v for k, v in counts.items()}}
+
+
+def train_rl(params: Params, cycle: str, root=".", on_step=None) -> dict:
+    """RL (``rl.algorithm``) from the cycle's starting model on ``rl_dataset.jsonl``; the best
+    checkpoint by validation accuracy goes to ``models/<cycle>-rl``."""
+    from selfevolve.training import rl as rl_mod
+
+    P = cycle_paths(cycle, root)
+    val = read_jsonl(P.val, Question)
+    model_dir = init_model_dir(params, cycle, root)
+    if params.rl.algorithm == "grpo":
+        summary = rl_mod.train_grpo(model_dir, read_jsonl(P.solve_set, Question), val, params, P.rl_model)
+    else:
+        summary = rl_mod.train_reinforce_pp(model_dir, read_jsonl(P.rl_dataset, Rollout), val, params, P.rl_model, on_step=on_step)
+    return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} | {"rl_trained": int(bool(summary.get("trained")))}
+
+
+def train_sft(params: Params, cycle: str, root=".") -> dict:
+    """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS trajectories; the result is the
+    cycle's model ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged."""
+    from selfevolve.training.sft import train_sft as _train_sft
+
+    P = cycle_paths(cycle, root)
+    chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
+    summary = _train_sft(P.rl_model, chats, P.model, params.sft, params.model.lora, seed=params.seed)
+    return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} | {"sft_trained": int(bool(summary.get("trained")))}
+
+
+def evaluate(params: Params, cycle: str, root=".") -> dict:
+    """Greedy Solver accuracy of ``models/<cycle>`` (``models/base`` for cycle ``base``) on the
+    held-out questions; writes ``eval/heldout.jsonl`` (per item) and returns the metrics."""
+    from selfevolve.evaluation.solve import solve_and_grade
+
+    P = cycle_paths(cycle, root)
+    model_dir = base_model(params, root) if cycle == "base" else P.model
+    held = read_jsonl(P.heldout, Question)
+    with make_backend(params, model_dir) as backend:
+        rows, metrics = solve_and_grade(backend, held, params, n=1, temperature=0.0, seed=stage_seed(params, cycle, "evaluate"))
+    write_jsonl(P.eval_dir / "heldout.jsonl", rows)
+    return {f"heldout_{k}": v for k, v in metrics.items()}

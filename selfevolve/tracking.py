@@ -1,0 +1,130 @@
+"""MLflow tracking of every stage: the campaign is the experiment, each cycle a parent run, each
+stage a nested run under it.
+
+Idempotent: runs are found by tags (``selfevolve.cycle``, ``selfevolve.stage``), so re-running a
+stage replaces its earlier run (the old one is deleted) instead of adding a second, and a cycle
+has exactly one parent run however often its stages run. A stage killed mid-way leaves a RUNNING
+run that its re-run replaces the same way.
+
+Tracking URI: ``MLFLOW_TRACKING_URI`` when set (any server), else the local store
+``sqlite:///<root>/mlflow/mlflow.db`` with artifacts under ``<root>/mlflow/artifacts``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
+
+TAG_CYCLE, TAG_STAGE, TAG_KIND = "selfevolve.cycle", "selfevolve.stage", "selfevolve.kind"
+
+
+def tracking_uri(root: str | Path = ".") -> str:
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    store = Path(root).resolve() / "mlflow"
+    store.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{store / 'mlflow.db'}"
+
+
+def _experiment_id(client, name: str, root: str | Path) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.lifecycle_stage == "deleted":
+            client.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+    artifacts = None
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        artifacts = (Path(root).resolve() / "mlflow" / "artifacts").as_uri()
+    return client.create_experiment(name, artifact_location=artifacts)
+
+
+def _find(client, exp_id: str, **tags: str):
+    flt = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
+    return client.search_runs([exp_id], filter_string=flt, max_results=50, order_by=["attributes.start_time DESC"])
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+class StageRun:
+    """Handle given to a stage body: log metrics (per step), dicts, files and models to its run."""
+
+    def __init__(self, client, run_id: str, parent_id: str):
+        self.client, self.run_id, self.parent_id = client, run_id, parent_id
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None, parent: bool = False) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        ms = [Metric(k, float(v), ts, step or 0) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if ms:
+            self.client.log_batch(self.run_id, metrics=ms)
+            if parent:
+                self.client.log_batch(self.parent_id, metrics=ms)
+
+    def log_dict(self, obj: Any, artifact_file: str) -> None:
+        self.client.log_dict(self.run_id, obj, artifact_file)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        path = Path(path)
+        if path.is_dir():
+            self.client.log_artifacts(self.run_id, str(path), artifact_path)
+        elif path.exists():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+
+@contextlib.contextmanager
+def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None, root: str | Path = ".") -> Iterator[StageRun]:
+    """Open (or replace) the nested MLflow run of ``stage`` under the parent run of ``cycle``.
+
+    On success the run ends FINISHED; on an exception it ends FAILED and the exception propagates.
+    """
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri(root))
+    exp_id = _experiment_id(client, campaign, root)
+    parents = _find(client, exp_id, **{TAG_CYCLE: cycle, TAG_KIND: "cycle"})
+    if parents:
+        parent_id = parents[0].info.run_id
+        for extra in parents[1:]:
+            client.delete_run(extra.info.run_id)
+        if parents[0].info.status != "RUNNING":
+            client.update_run(parent_id, status="RUNNING")
+    else:
+        parent = client.create_run(exp_id, run_name=cycle, tags={TAG_CYCLE: cycle, TAG_KIND: "cycle"})
+        parent_id = parent.info.run_id
+        if params:
+            from mlflow.entities import Param
+
+            items = [Param(k, str(v)[:500]) for k, v in flatten(params).items()]
+            for i in range(0, len(items), 100):
+                client.log_batch(parent_id, params=items[i:i + 100])
+    for old in _find(client, exp_id, **{TAG_CYCLE: cycle, TAG_STAGE: stage}):
+        client.delete_run(old.info.run_id)
+    run = client.create_run(exp_id, run_name=f"{cycle}/{stage}",
+                            tags={TAG_CYCLE: cycle, TAG_STAGE: stage, TAG_KIND: "stage", "mlflow.parentRunId": parent_id})
+    handle = StageRun(client, run.info.run_id, parent_id)
+    try:
+        yield handle
+    except BaseException:
+        client.set_terminated(run.info.run_id, status="FAILED")
+        client.update_run(parent_id, status="FAILED")
+        raise
+    client.set_terminated(run.info.run_id, status="FINISHED")
+    client.set_terminated(parent_id, status="FINISHED")
