@@ -115,6 +115,50 @@ def reinforce_pp_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps: floa
     return loss, {"clip_frac": float(clip_frac), "kl": float(kl_mean)}
 
 
+def policy_update(model, optimizer, tokenizer, batch: list[Rollout], behaviour_logprobs: dict, params: Params):
+    """One Task-Relative REINFORCE++ update (``rl.epochs_per_batch`` gradient steps) on ``batch``.
+
+    ``behaviour_logprobs`` maps rollout id -> 1-D tensor of the behaviour model's next-token
+    log-probs over that rollout's tokenised sequence (also the KL reference). Returns (last loss
+    tensor, stats dict).
+    """
+    import torch
+
+    rl = params.rl
+    ids, attn, cmask = build_batch(tokenizer, batch, params.model.max_model_len)
+    old_lp = torch.zeros(cmask.shape)
+    for j, r in enumerate(batch):
+        o = behaviour_logprobs[r.id][: cmask.shape[1]]
+        old_lp[j, : len(o)] = o
+    adv = torch.tensor([r.advantage for r in batch], dtype=torch.float)
+    for _ in range(rl.epochs_per_batch):
+        logp = token_logprobs(model, ids, attn)
+        loss, stats = reinforce_pp_loss(logp, old_lp, old_lp, adv, cmask, rl.clip_eps, rl.kl_coef)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm)
+        optimizer.step()
+    return loss, stats
+
+
+def behaviour_logprobs(model, tokenizer, rollouts: list[Rollout], max_length: int, chunk: int = 32) -> dict:
+    """Next-token log-probs of each rollout under ``model`` (no grad): rollout id -> 1-D tensor."""
+    import torch
+
+    out = {}
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(rollouts), chunk):
+            part = rollouts[i:i + chunk]
+            ids, attn, _ = build_batch(tokenizer, part, max_length)
+            lp = token_logprobs(model, ids, attn)
+            for j, r in enumerate(part):
+                out[r.id] = lp[j, : int(attn[j].sum()) - 1].clone()
+    model.train(was_training)
+    return out
+
+
 def _load(model_dir: str | Path, lora: LoraParams):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -173,17 +217,8 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
         (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
         return summary
 
-    max_len = params.model.max_model_len
     # Behaviour (= reference) log-probs, computed once with the model that generated the rollouts.
-    old = {}
-    model.eval()
-    with torch.no_grad():
-        for i in range(0, len(rollouts), 32):
-            chunk = rollouts[i:i + 32]
-            ids, attn, _ = build_batch(tok, chunk, max_len)
-            lp = token_logprobs(model, ids, attn)
-            for j, r in enumerate(chunk):
-                old[r.id] = lp[j, : int(attn[j].sum()) - 1].clone()
+    old = behaviour_logprobs(model, tok, rollouts, params.model.max_model_len)
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rl.learning_rate, weight_decay=0.0)
     best_acc = validate(0)
@@ -191,19 +226,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
     val_curve, loss_curve = [{"step": 0, "accuracy": best_acc}], []
     for step in tqdm(range(1, rl.steps + 1), desc="train_rl", unit="step"):
         batch = rng.sample(rollouts, min(rl.batch_size, len(rollouts)))
-        ids, attn, cmask = build_batch(tok, batch, max_len)
-        old_lp = torch.zeros(cmask.shape)
-        for j, r in enumerate(batch):
-            o = old[r.id][: cmask.shape[1]]
-            old_lp[j, : len(o)] = o
-        adv = torch.tensor([r.advantage for r in batch], dtype=torch.float)
-        for _ in range(rl.epochs_per_batch):
-            logp = token_logprobs(model, ids, attn)
-            loss, stats = reinforce_pp_loss(logp, old_lp, old_lp, adv, cmask, rl.clip_eps, rl.kl_coef)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), rl.max_grad_norm)
-            opt.step()
+        loss, stats = policy_update(model, opt, tok, batch, old, params)
         rec = {"step": step, "loss": float(loss), **stats}
         loss_curve.append(rec)
         if on_step:
@@ -221,5 +244,78 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
     summary = {"trained": True, "algorithm": "reinforce_pp", "steps": rl.steps, "rollouts": len(rollouts), "best_step": best_step,
                "best_val_accuracy": best_acc, "initial_val_accuracy": val_curve[0]["accuracy"], "val_curve": val_curve,
                "loss_curve": loss_curve, "seconds": round(time.time() - t0, 2)}
+    (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def train_grpo(model_dir: str | Path, questions: list[Question], val_questions: list[Question], params: Params,
+               out_dir: str | Path) -> dict:
+    """GRPO (Shao et al. 2024, DeepSeekMath, group-relative advantages over ``rl.grpo_num_generations``
+    samples per prompt) with TRL's ``GRPOTrainer``, online: the Solver prompts of ``questions`` are
+    sampled by the policy and rewarded by the external verifiers
+    (``r_s = w_gt * s_gt + w_f * r_f``, the Solver reward without a plan). The best checkpoint by
+    validation accuracy (step 0 included) is saved to ``out_dir``.
+    """
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from selfevolve import rewards as R
+    from selfevolve.backends.hf import HFBackend
+    from selfevolve.evaluation.solve import solve_and_grade
+    from selfevolve.roles import parsers
+    from selfevolve.roles.templates import messages
+    from selfevolve.stages.common import verify_answers
+
+    t0 = time.time()
+    rl, out_dir = params.rl, Path(out_dir)
+    model, tok = _load(model_dir, params.model.lora)
+    by_id = {q.id: q for q in questions}
+    if not questions or rl.steps == 0:
+        _save(model, tok, out_dir)
+        return {"trained": False, "steps": 0, "reason": "no questions" if not questions else "rl.steps = 0"}
+    ds = Dataset.from_list([{"prompt": messages("solver", question=q.text, domain=q.domain, plan=None), "question_id": q.id}
+                            for q in questions])
+
+    def reward(completions, question_id, **_):
+        texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+        qs = [by_id[i] for i in question_id]
+        outs = [parsers.parse_solver(t, q.domain) for t, q in zip(texts, qs)]
+        verdicts = verify_answers(qs, [o.answer for o in outs], params)
+        return [R.solver_reward(None, v.correct, o.format_reward, params.sage) for v, o in zip(verdicts, outs)]
+
+    def validate() -> float:
+        model.eval()
+        _, m = solve_and_grade(HFBackend.from_pretrained_objects(model, tok), val_questions[: rl.eval_questions], params)
+        model.train()
+        return m["accuracy"]
+
+    best = {"acc": validate(), "step": 0, "state": copy.deepcopy(model.state_dict())}
+    curve = [{"step": 0, "accuracy": best["acc"]}]
+
+    class _Select(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step % rl.eval_every == 0 or state.global_step == rl.steps:
+                acc = validate()
+                curve.append({"step": state.global_step, "accuracy": acc})
+                if acc > best["acc"]:
+                    best.update(acc=acc, step=state.global_step, state=copy.deepcopy(model.state_dict()))
+
+    g = rl.grpo_num_generations
+    cfg = GRPOConfig(output_dir=str(out_dir.parent / f".{out_dir.name}.trainer"), max_steps=rl.steps,
+                     per_device_train_batch_size=max(g, (rl.batch_size // g) * g), num_generations=g,
+                     max_completion_length=params.sampling.max_new_tokens, learning_rate=rl.learning_rate, beta=rl.kl_coef,
+                     epsilon=rl.clip_eps, temperature=params.sampling.temperature, bf16=False, use_cpu=not torch.cuda.is_available(),
+                     report_to="none", save_strategy="no", logging_steps=max(1, rl.steps // 10), seed=params.seed)
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok, callbacks=[_Select()])
+    trainer.train()
+    model.load_state_dict(best["state"])
+    _save(model, tok, out_dir)
+    import shutil
+
+    shutil.rmtree(cfg.output_dir, ignore_errors=True)
+    summary = {"trained": True, "algorithm": "grpo", "steps": rl.steps, "best_step": best["step"], "best_val_accuracy": best["acc"],
+               "initial_val_accuracy": curve[0]["accuracy"], "val_curve": curve, "seconds": round(time.time() - t0, 2)}
     (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
     return summary

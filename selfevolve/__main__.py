@@ -1,0 +1,4 @@
+"""``python -m selfevolve`` = the ``selfevolve`` command."""
+from selfevolve.cli import app
+
+app()

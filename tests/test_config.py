@@ -1,0 +1,72 @@
+"""params.yaml schema: defaults, strict validation with messages naming key/value/rule, overlays."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from selfevolve.config import Params, ParamsError, load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_params_yaml_matches_schema_defaults():
+    assert load_params(ROOT / "params.yaml").model_dump(mode="json") == Params().model_dump(mode="json")
+
+
+@pytest.mark.parametrize("patch, key, fragment", [
+    ({"sage": {"alpah": 0.7}}, "sage.alpah", "unknown key"),
+    ({"sage": {"alpha": 1.7}}, "sage.alpha", "less than or equal to 1"),
+    ({"rl": {"steps": "many"}}, "rl.steps", "valid integer"),
+    ({"model": {"backend": "tgi"}}, "model.backend", "'hf', 'vllm' or 'openai'"),
+    ({"cycles": {"c1": {"init": "base"}, "c2": {"init": "base"}}}, "cycles", "must start from 'c1'"),
+    ({"sage": {"solver_plan_weight": 0.5}}, "sage", "sum to 1"),
+])
+def test_bad_params_name_key_value_and_rule(tmp_path, patch, key, fragment):
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, val in patch.items():
+        if isinstance(val, dict) and isinstance(data.get(section), dict) and section != "cycles":
+            data[section].update(val)
+        else:
+            data[section] = val
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(ParamsError) as exc:
+        load_params(p)
+    msg = str(exc.value)
+    assert key in msg and fragment in msg, msg
+
+
+def test_malformed_yaml_and_missing_file(tmp_path):
+    p = tmp_path / "params.yaml"
+    p.write_text("sage: [unclosed\n")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(p)
+    with pytest.raises(ParamsError, match="not found"):
+        load_params(tmp_path / "nope.yaml")
+
+
+def test_overlay_and_overrides(tmp_path):
+    ov = tmp_path / "preset.yaml"
+    ov.write_text("model: {base: Qwen/Qwen2.5-7B-Instruct, backend: vllm}\n")
+    p = load_params(ROOT / "params.yaml", overlays=[ov], overrides={"sage.alpha": 0.6})
+    assert p.model.backend == "vllm" and p.model.base == "Qwen/Qwen2.5-7B-Instruct" and p.sage.alpha == 0.6
+    assert p.model.dtype == "float32"  # untouched keys keep params.yaml values
+
+
+def test_presets_validate():
+    for preset in sorted((ROOT / "configs").glob("*.yaml")):
+        load_params(ROOT / "params.yaml", overlays=[preset])
+
+
+def test_cli_rejects_bad_params_before_writing(tmp_path):
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    data["seeds"]["size"] = -3
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    r = subprocess.run([sys.executable, "-m", "selfevolve", "seeds", "--root", str(tmp_path), "--params",
+                        str(tmp_path / "params.yaml"), "--no-track"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "seeds.size" in r.stderr and "-3" in r.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["params.yaml"]

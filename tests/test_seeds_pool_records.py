@@ -1,0 +1,95 @@
+"""Seed sets, the question pool's de-duplication and statistics, and JSONL record files."""
+
+import json
+
+import pytest
+
+from selfevolve.config import Params
+from selfevolve.pool import dedup_against, pool_stats
+from selfevolve.records import MathSpec, Question, RecordFileError, read_jsonl, write_jsonl
+from selfevolve.seeds import arith, tiny_code
+
+
+def test_arith_answers_exact_and_deterministic():
+    a = arith.generate(300, seed=1)
+    assert [q.model_dump() for q in a] == [q.model_dump() for q in arith.generate(300, seed=1)]
+    for q in a:
+        nums, ops = arith.parse_expression(q.text)
+        assert str(arith.evaluate(nums, ops)) == q.spec.answer
+        worked = q.meta["worked"]
+        assert worked.endswith(f"={q.spec.answer}")
+    assert {q.level for q in a} == {1, 2, 3, 4, 5}
+
+
+@pytest.mark.parametrize("text, value", [("Compute 3 + 4.", 7), ("What is 7 - 12?", -5), ("compute 12 * 3", 36),
+                                         ("Compute 10 - 3 - 2.", 5)])
+def test_parse_expression(text, value):
+    nums, ops = arith.parse_expression(text)
+    assert arith.evaluate(nums, ops) == value
+
+
+@pytest.mark.parametrize("text", ["Compute 3 + .", "hello", "", "Compute 3 ** 4", "Compute 2 * 3 * 4", None, "9" * 600])
+def test_parse_expression_rejects(text):
+    assert arith.parse_expression(text) is None
+
+
+def test_tiny_code_reference_solutions_pass_their_tests():
+    for q in tiny_code.generate(60, seed=3):
+        env: dict = {}
+        exec(q.spec.reference_solution, env)  # trusted: our own generated reference code
+        for t in q.spec.tests:
+            exec(t, env)
+    pool, val, held = tiny_code.split(20, 5, 5, seed=0)
+    texts = [(q.text, tuple(q.spec.tests)) for q in pool + val + held]
+    assert len(set(texts)) == 30
+
+
+def test_arith_seed_splits_are_disjoint(tmp_path):
+    from selfevolve.stages.base import load_seed_set
+
+    p = Params()
+    pool, val, held = load_seed_set(p, tmp_path)
+    assert not ({q.text for q in pool} & {q.text for q in held}) and not ({q.text for q in val} & {q.text for q in held})
+    assert len(held) == p.seeds.heldout_size
+
+
+def test_paper_seed_set(bench_dir):
+    from selfevolve.seeds import paper
+
+    pool, val, held = paper.load(bench_dir, size=40, n_val=10, n_heldout=10)
+    assert len(pool) == 40 and len(val) == 10 and len(held) == 10
+    assert {q.domain for q in pool} == {"math", "code"}
+    assert any(q.source.endswith("humaneval") for q in pool) and any(q.source.endswith("mbpp") for q in pool)
+
+
+def test_dedup_and_stats():
+    pool = [Question(id="a", domain="math", text="Compute 12 + 34.", spec=MathSpec(answer="46"), level=3)]
+    new = [Question(id="b", domain="math", text="compute 12 + 34.", spec=MathSpec(answer="46"), source="challenger"),
+           Question(id="c", domain="math", text="Compute 12 + 35.", spec=MathSpec(answer="47"), source="challenger"),
+           Question(id="d", domain="math", text="Compute 12 + 35.", spec=MathSpec(answer="47"), source="challenger")]
+    kept, dups = dedup_against(pool, new, n=3, threshold=0.9)
+    assert [q.id for q in kept] == ["c"] and [q.id for q in dups] == ["b", "d"]
+    kept2, _ = dedup_against(pool, new[2:3], n=3, threshold=0.2)  # 1 of 5 trigrams shared
+    assert kept2 == []
+    s = pool_stats(pool + kept)
+    assert s["size"] == 2 and s["challenger_questions"] == 1
+
+
+def test_jsonl_roundtrip_and_errors(tmp_path):
+    qs = arith.generate(5, seed=0)
+    path = tmp_path / "q.jsonl"
+    assert write_jsonl(path, qs) == 5
+    assert read_jsonl(path, Question) == qs
+    from datasets import load_dataset
+
+    ds = load_dataset("json", data_files=str(path), split="train")
+    assert ds.num_rows == 5 and ds[0]["spec"]["answer"] == qs[0].spec.answer
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[2])
+    del bad["text"]
+    lines[2] = json.dumps(bad)
+    lines[3] = "{not json"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecordFileError) as exc:
+        read_jsonl(path, Question)
+    assert exc.value.line == 3 and exc.value.field == "text" and ":3 field 'text'" in str(exc.value)

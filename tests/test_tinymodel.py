@@ -1,0 +1,80 @@
+"""The embedded model: exact tokenizer round trip, tags as normal tokens, loadable with Auto*
+classes, and a deterministic bootstrap for a given seed."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from selfevolve.config import Params
+from selfevolve.seeds.transcripts import arith_transcripts
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    from selfevolve.bootstrap import run_bootstrap
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 200, 8
+    out = tmp_path_factory.mktemp("boot")
+    s1 = run_bootstrap(p, out / "a")
+    s2 = run_bootstrap(p, out / "b")
+    return out, s1, s2
+
+
+def test_bootstrap_loads_with_auto_classes(built):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out, s1, _ = built
+    model = AutoModelForCausalLM.from_pretrained(out / "a")
+    tok = AutoTokenizer.from_pretrained(out / "a")
+    assert model.config.model_type == "llama" and s1["parameters"] == model.num_parameters()
+    ids = tok.apply_chat_template([{"role": "user", "content": "Compute 1 + 2."}], add_generation_prompt=True, return_tensors="pt",
+                                  return_dict=True)
+    gen = model.generate(**ids, max_new_tokens=5, do_sample=False)
+    assert gen.shape[1] > ids["input_ids"].shape[1]
+
+
+def test_bootstrap_is_deterministic(built):
+    import torch
+    from safetensors.torch import load_file
+
+    out, s1, s2 = built
+    a, b = load_file(out / "a" / "model.safetensors"), load_file(out / "b" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert (out / "a" / "tokenizer.json").read_text() == (out / "b" / "tokenizer.json").read_text()
+    assert s1["final_loss"] == s2["final_loss"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_tokenizer_round_trips_any_text(text):
+    tok = _tok()
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == text
+
+
+def test_tags_are_normal_tokens_and_digits_split():
+    tok = _tok()
+    text = "<answer>1234</answer>"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    assert [tok.decode([i]) for i in tok("1234", add_special_tokens=False)["input_ids"]] == ["1", "2", "3", "4"]
+
+
+def test_assistant_mask_covers_exactly_the_reply():
+    tok = _tok()
+    chat = [{"role": "user", "content": "Compute 2 + 3."}, {"role": "assistant", "content": "<answer>5</answer>"}]
+    d = tok.apply_chat_template(chat, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    kept = [i for i, m in zip(d["input_ids"], d["assistant_masks"]) if m]
+    assert tok.decode(kept) == "<answer>5</answer><|eos|>"
+
+
+_TOK = []
+
+
+def _tok():
+    if not _TOK:
+        from selfevolve.tinymodel import build_tokenizer
+
+        _TOK.append(build_tokenizer([m["content"] for t in arith_transcripts(300) for m in t], vocab_size=512))
+    return _TOK[0]
