@@ -77,9 +77,6 @@ def verify_answers(questions: list[Question], answers: list[str | None], params:
     ``spec.io_cases``. A missing answer is wrong with status ``no_answer``. Returns one ``Verdict``
     per input, in order (``attempt_id`` from ``ids`` when given).
     """
-    from selfevolve.verifiers.math import grade_math_batch
-    from selfevolve.verifiers.sandbox import CodeJob, run_tests_batch
-
     ids = ids or [q.id for q in questions]
     out: list[Verdict | None] = [None] * len(questions)
     math_idx, code_idx = [], []
@@ -92,10 +89,14 @@ def verify_answers(questions: list[Question], answers: list[str | None], params:
             code_idx.append(i)
     v = params.verifiers
     if math_idx:
+        from selfevolve.verifiers.math import grade_math_batch
+
         grades = grade_math_batch([(questions[i].spec.answer, answers[i]) for i in math_idx], timeout_s=v.math_timeout_s, workers=v.workers)
         for i, g in zip(math_idx, grades):
             out[i] = Verdict(attempt_id=ids[i], question_id=questions[i].id, correct=float(g.correct), status=g.status, detail=g.detail[:300])
     if code_idx:
+        from selfevolve.verifiers.sandbox import CodeJob, run_tests_batch
+
         jobs = []
         for i in code_idx:
             spec: CodeSpec = questions[i].spec  # type: ignore[assignment]

@@ -1,0 +1,177 @@
+"""End to end: a 2-cycle campaign on the tiny model in a fresh copy of the project, submitted as
+a real Prefect deployment run (Prefect server + process worker started here, on 127.0.0.1) with
+tracking on a real MLflow server; then DVC, MLflow and resilience checks on what it left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from selfevolve import services
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+SMALL = {
+    "campaign": "e2e",
+    "bootstrap": {"steps": 20, "transcripts": 400, "batch_size": 16},
+    "seeds": {"size": 40, "heldout_size": 16},
+    "sampling": {"max_new_tokens": 40},
+    "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2},
+    "rl": {"steps": 3, "batch_size": 4, "eval_every": 2, "eval_questions": 6},
+    "sft": {"steps": 2, "batch_size": 2},
+    "mass": {"generations": 1, "population": 2, "eval_questions": 3, "trajectories_per_question": 1, "max_tokens_per_run": 256},
+    "evaluation": {"max_new_tokens": 40, "benchmarks": [{"name": "arith-heldout", "limit": 16, "k": 1}]},
+}
+
+
+def _merge(a: dict, b: dict) -> dict:
+    for k, v in b.items():
+        a[k] = _merge(a.get(k, {}), v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+    return a
+
+
+def make_project(dest: Path) -> Path:
+    """Copy the project's files (tracked and untracked-not-ignored) into ``dest`` as a fresh git +
+    DVC repository with small params."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    for f in files:
+        src = ROOT / f
+        if src.is_file() and not f.startswith(("tests/", "benchmarks/")):
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f)
+    params = _merge(yaml.safe_load((ROOT / "params.yaml").read_text()), SMALL)
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = services.quiet_env()
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+                [str(BIN / "dvc"), "config", "--local", "core.site_cache_dir", str(dest / ".dvc" / "site-cache")]):
+        subprocess.run(cmd, cwd=dest, check=True, env=env, capture_output=True)
+    return dest
+
+
+def dvc(project: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run([str(BIN / "dvc"), *args], cwd=project, capture_output=True, text=True, env=env or services.quiet_env())
+    if check and r.returncode != 0:
+        raise AssertionError(f"dvc {' '.join(args)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
+    return r
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    project = make_project(tmp_path_factory.mktemp("campaign"))
+    with services.Stack() as stack:
+        mlflow_url = services.start_mlflow(stack, project, store=project / "mlflow-server")
+        api = services.start_prefect(stack, project, home=project / ".prefect")
+        services.deploy(stack, project)
+        services.start_worker(stack, project, "cpu", extra_env={"MLFLOW_TRACKING_URI": mlflow_url})
+        env = services.quiet_env({**stack.env, "SELFEVOLVE_ROOT": str(project)})
+        t0 = time.time()
+        r = subprocess.run([str(BIN / "prefect"), "deployment", "run", "campaign/campaign", "-p", "cycles=2", "--watch",
+                            "--watch-timeout", "1500"], cwd=project, env=env, capture_output=True, text=True, timeout=1600)
+        seconds = time.time() - t0
+        worker_log = (project / ".services" / "prefect-worker-cpu.log").read_text(errors="replace")
+        assert r.returncode == 0 and "Completed" in r.stdout, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}\n{worker_log[-6000:]}"
+        yield {"root": project, "mlflow": mlflow_url, "api": api, "seconds": seconds, "env": env}
+
+
+def test_every_stage_output_exists(campaign):
+    root = campaign["root"]
+    for c in ("c1", "c2"):
+        for f in ("challenge.jsonl", "critic_questions.jsonl", "solve_set.jsonl", "plans.jsonl", "critic_plans.jsonl", "attempts.jsonl",
+                  "verdicts.jsonl", "rollouts.jsonl", "pool.jsonl", "rl_dataset.jsonl", "sft_dataset.jsonl", "eval/heldout.jsonl",
+                  "mass/champions.json"):
+            assert (root / "data" / "cycles" / c / f).exists(), (c, f)
+        assert (root / "models" / c / "config.json").exists() and (root / "models" / f"{c}-rl" / "rl.json").exists()
+        m = json.loads((root / "metrics" / c / "evaluate.json").read_text())
+        assert 0.0 <= m["heldout_accuracy"] <= 1.0 and m["heldout_n"] == 16
+    pool1 = (root / "data/cycles/c1/pool.jsonl").read_text().count("\n")
+    pool2 = (root / "data/cycles/c2/pool.jsonl").read_text().count("\n")
+    assert pool2 >= pool1 >= 40
+
+
+def test_cycle_two_started_from_cycle_one(campaign):
+    lock = yaml.safe_load((campaign["root"] / "dvc.lock").read_text())["stages"]
+    deps = {d["path"] for d in lock["challenge@c2"]["deps"]}
+    assert "models/c1" in deps and "data/cycles/c1/pool.jsonl" in deps
+
+
+def test_dvc_repro_after_prefect_has_nothing_to_do(campaign):
+    r = dvc(campaign["root"], "repro")
+    assert "didn't change" in r.stdout or "up to date" in r.stdout
+    assert "Running stage" not in r.stdout, r.stdout
+
+
+def test_param_change_invalidates_only_dependents(campaign):
+    root = campaign["root"]
+    original = (root / "params.yaml").read_text()
+    try:
+        data = yaml.safe_load(original)
+        data["sage"]["alpha"] = 0.6
+        (root / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        status = dvc(root, "status", "--json").stdout
+        changed = set(json.loads(status))
+        assert "critic_questions@c1" in changed and "challenge@c1" not in changed and "bootstrap" not in changed
+    finally:
+        (root / "params.yaml").write_text(original)
+
+
+def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(campaign["mlflow"])
+    exp = client.get_experiment_by_name("e2e")
+    runs = client.search_runs([exp.experiment_id], max_results=500)
+    parents = [r for r in runs if r.data.tags.get("selfevolve.kind") == "cycle"]
+    assert sorted(r.data.tags["selfevolve.cycle"] for r in parents) == ["base", "c1", "c2"]
+    by_parent = {p.info.run_id: p for p in parents}
+    stages = [r for r in runs if r.data.tags.get("selfevolve.kind") == "stage"]
+    assert all(r.data.tags["mlflow.parentRunId"] in by_parent for r in stages)
+    keys = [(r.data.tags["selfevolve.cycle"], r.data.tags["selfevolve.stage"]) for r in stages]
+    assert len(keys) == len(set(keys)) == 3 + 2 * 12
+    c1 = next(p for p in parents if p.data.tags["selfevolve.cycle"] == "c1")
+    for metric in ("pool_size", "critic_question_pass_rate", "solver_accuracy", "reward_solver", "heldout_accuracy"):
+        assert metric in c1.data.metrics, metric
+    rl_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "train_rl" and r.data.tags["selfevolve.cycle"] == "c1")
+    assert len(client.get_metric_history(rl_run.info.run_id, "loss")) == 3  # per step
+
+
+def test_kill_mid_stage_then_rerun_completes_without_duplicates(campaign):
+    """kill -9 in the middle of a stage, then run again: it completes, earlier outputs are intact,
+    and MLflow holds one run per stage."""
+    root, env = campaign["root"], dict(campaign["env"])
+    env["MLFLOW_TRACKING_URI"] = campaign["mlflow"]
+    earlier = (root / "data/cycles/c1/pool.jsonl").read_bytes()
+    proc = subprocess.Popen([str(BIN / "dvc"), "repro", "-f", "-s", "solve@c2"], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    attempts = root / "data/cycles/c2/attempts.jsonl"
+    while time.time() < deadline and proc.poll() is None:
+        # kill once the stage process is generating (its MLflow run exists and the old output is gone)
+        if not attempts.exists():
+            break
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    r = dvc(root, "repro", env=env)
+    assert "Running stage 'solve@c2'" in r.stdout
+    assert (root / "data/cycles/c1/pool.jsonl").read_bytes() == earlier
+    assert "Running stage" not in dvc(root, "repro", env=env).stdout
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(campaign["mlflow"])
+    exp = client.get_experiment_by_name("e2e")
+    solve_runs = client.search_runs([exp.experiment_id], "tags.`selfevolve.stage` = 'solve' and tags.`selfevolve.cycle` = 'c2'")
+    assert len(solve_runs) == 1 and solve_runs[0].info.status == "FINISHED"
