@@ -168,7 +168,7 @@ class BenchmarkSpec(_Section):
 
 
 class EvaluationParams(_Section):
-    benchmarks: list[BenchmarkSpec] = Field(default_factory=lambda: [BenchmarkSpec(name="arith-heldout", limit=400)])
+    benchmarks: list[BenchmarkSpec] = Field(default_factory=lambda: [BenchmarkSpec(name="heldout", limit=400)])
     max_new_tokens: int = Field(96, ge=1)
     batch_size: int = Field(32, ge=1)
 

@@ -127,8 +127,11 @@ def _register(stage: str) -> None:
     app.command(stage.replace("_", "-"), rich_help_panel="Stages")(command)
 
 
+# `evaluate` has its own command (selfevolve.evaluation.cli): the stage with --cycle, or ad-hoc
+# evaluation of any model on named benchmarks.
 for _s in STAGES:
-    _register(_s)
+    if _s != "evaluate":
+        _register(_s)
 
 
 @app.command("summary")
