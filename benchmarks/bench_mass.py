@@ -1,0 +1,147 @@
+"""Benchmark: MASS champion vs the single-agent seed on held-out arith questions.
+
+Runs the workflow search (``selfevolve.mass.search.run_search``) on a search pool, then evaluates
+the champion and the single-agent seed (the MASS "no-harness" reference) greedily on disjoint
+held-out questions, and prints accuracy, mean output tokens per question and accuracy per 1,000
+output tokens (the reference's "performance per output token"), with the champion/single ratios.
+
+    .venv/bin/python benchmarks/bench_mass.py --model models/base
+    .venv/bin/python benchmarks/bench_mass.py --tiny          # untrained tiny model: a smoke run
+
+The last line is a JSON object with every number (for scripts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def make_verify_fn(timeout_s: float = 5.0):
+    """Math grader (``selfevolve.verifiers.math.grade_math_batch``) on the extracted final answers;
+    exact string match if the grader is unavailable."""
+    try:
+        from selfevolve.verifiers.math import grade_math_batch
+    except ImportError:  # pragma: no cover - the grader ships with the package
+        grade_math_batch = None
+
+    def verify(questions, answers):
+        if grade_math_batch is None:
+            return [float(a is not None and a.strip() == q.answer) for q, a in zip(questions, answers)]
+        out = [0.0] * len(questions)
+        idx = [i for i, a in enumerate(answers) if a]
+        grades = grade_math_batch([(questions[i].answer, f"<answer>{answers[i]}</answer>") for i in idx], timeout_s=timeout_s)
+        for i, g in zip(idx, grades):
+            out[i] = float(g.correct)
+        return out
+
+    return verify
+
+
+def build_tiny(path: Path) -> Path:
+    from selfevolve.seeds.transcripts import arith_transcripts
+    from selfevolve.tinymodel import save_untrained
+
+    corpus = [m["content"] for t in arith_transcripts(300, seed=0) for m in t]
+    return save_untrained(path, corpus)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="model directory (or hub id) served by HFBackend")
+    src.add_argument("--tiny", action="store_true", help="build an untrained tiny model in a temp dir (smoke run)")
+    ap.add_argument("--search-questions", type=int, default=32)
+    ap.add_argument("--eval-questions", type=int, default=16, help="fitness sample per design during the search")
+    ap.add_argument("--heldout", type=int, default=128)
+    ap.add_argument("--levels", default="1,2,3", help="arith levels, comma-separated")
+    ap.add_argument("--generations", type=int, default=2)
+    ap.add_argument("--population", type=int, default=4)
+    ap.add_argument("--cost-weight", type=float, default=0.0)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--max-model-len", type=int, default=512)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from selfevolve.backends.base import SamplingConfig
+    from selfevolve.backends.hf import HFBackend
+    from selfevolve.config import MassParams
+    from selfevolve.mass.design import DesignLimits, single_agent
+    from selfevolve.mass.search import evaluate_design, run_search
+    from selfevolve.seeds import arith
+
+    tmp = None
+    model = args.model
+    if args.tiny:
+        tmp = tempfile.TemporaryDirectory(prefix="bench-mass-")
+        model = str(build_tiny(Path(tmp.name) / "tiny"))
+    levels = tuple(int(x) for x in args.levels.split(","))
+    pool = arith.generate(args.search_questions, seed=args.seed, levels=levels, prefix="search")
+    seen = {q.text for q in pool}
+    held = [q for q in arith.generate(args.heldout * 2, seed=args.seed + 10_000, levels=levels, prefix="heldout")
+            if q.text not in seen][: args.heldout]
+    verify = make_verify_fn()
+    backend = HFBackend(model, device=args.device, max_model_len=args.max_model_len)
+    max_len = min(args.max_model_len, backend.max_model_len)
+    params = MassParams(generations=args.generations, population=args.population, eval_questions=args.eval_questions,
+                        cost_weight=args.cost_weight)
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens)
+
+    t0 = time.time()
+    result = run_search(backend, pool, params, verify, seed=args.seed, sampling=sampling, max_model_len=max_len,
+                        log=lambda m: print(m, flush=True))
+    search_s = time.time() - t0
+    champion = result.champions["math"]
+    limits = DesignLimits.from_params(params, max_model_len=max_len, max_new_tokens=args.max_new_tokens,
+                                      question_chars=max(len(q.text) for q in held))
+    rows = {}
+    t1 = time.time()
+    for name, design in (("single_agent", single_agent("math")), ("champion", champion)):
+        ev, _ = evaluate_design(backend, design, held, verify_fn=verify, limits=limits, sampling=sampling, seed=args.seed,
+                                check_limits=False)
+        rows[name] = {"design_id": ev.design_id, "agents": design.agent_ids, "gate": design.gate is not None,
+                      "accuracy": ev.accuracy, "mean_output_tokens": ev.mean_output_tokens,
+                      "accuracy_per_1k_tokens": ev.accuracy_per_1k_tokens, "completed_rate": ev.completed_rate}
+    eval_s = time.time() - t1
+
+    def ratio(key):
+        a, b = rows["champion"][key], rows["single_agent"][key]
+        return None if a is None or not b else a / b
+
+    print(f"\nmodel {model}  search: {len(pool)} questions, {args.generations} generations x {args.population}, "
+          f"{len(result.evaluated)} designs, {search_s:.1f}s   held-out: {len(held)} questions, {eval_s:.1f}s")
+    print(f"{'design':<14}{'id':<15}{'agents':<28}{'accuracy':>9}{'tokens/q':>10}{'acc/1k tok':>12}")
+    for name, r in rows.items():
+        acc = "n/a" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
+        per = "n/a" if r["accuracy_per_1k_tokens"] is None else f"{r['accuracy_per_1k_tokens']:.2f}"
+        agents = "->".join(r["agents"]) + (" +gate" if r["gate"] else "")
+        print(f"{name:<14}{r['design_id']:<15}{agents:<28}{acc:>9}{r['mean_output_tokens']:>10.1f}{per:>12}")
+    ratios = {k: ratio(k) for k in ("accuracy", "mean_output_tokens", "accuracy_per_1k_tokens")}
+    print("champion / single_agent: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.2f}x'}" for k, v in ratios.items()))
+    summary = {"model": model, "search_s": round(search_s, 2), "eval_s": round(eval_s, 2), "heldout": len(held),
+               "designs_evaluated": len(result.evaluated), "rows": rows, "ratios": ratios,
+               "model_proposals_accepted": sum(h.get("model_accepted", 0) for h in result.history)}
+    print(json.dumps(summary))
+    backend.close()
+    if tmp is not None:
+        tmp.cleanup()
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Supervised fine-tuning on chats with assistant-only loss (TRL ``SFTTrainer``), optionally with LoRA.
+
+Used for MASS trajectories (``selfevolve.mass.sft_data``) and any other chat data: every
+non-assistant turn is masked from the loss through the chat template's ``{% generation %}``
+markers (TRL ``assistant_only_loss=True``). With ``lora.enabled`` a peft LoRA adapter is trained
+and merged (``merge_and_unload``) before saving, so the output is always a plain model directory
+that ``AutoModelForCausalLM.from_pretrained`` loads. On a machine without CUDA TRL must be told
+``bf16=False, use_cpu=True`` (its default bf16 fails on CPU; see ENVIRONMENT.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+Chat = list[dict[str, str]]
+
+
+def assistant_token_mask(tokenizer, chat: Chat) -> tuple[list[int], list[int]]:
+    """Tokenise ``chat`` with the tokenizer's chat template and return ``(input_ids, mask)``, both of
+    length T; ``mask[t] == 1`` exactly for tokens inside ``{% generation %}`` blocks (assistant content
+    and its end-of-turn token), 0 for system/user/tool turns and role markers. This is the mask TRL's
+    ``assistant_only_loss`` applies (labels of mask-0 tokens are -100).
+
+    Raises ``ValueError`` when the template has no generation markers (the mask would be all zeros).
+    """
+    out = tokenizer.apply_chat_template(chat, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids = list(out["input_ids"])
+    mask = [int(x) for x in out["assistant_masks"]]
+    if any(m.get("role") == "assistant" for m in chat) and not any(mask):
+        raise ValueError("the chat template marks no assistant tokens; it needs {% generation %} ... {% endgeneration %}")
+    return ids, mask
+
+
+def _copy_model(model_dir: Path, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for item in model_dir.iterdir():
+        target = out_dir / item.name
+        if item.is_dir():
+            shutil.copytree(item, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(item, target)
+
+
+def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str | os.PathLike, sft, lora, seed: int = 0,
+              *, max_length: int | None = None) -> dict[str, Any]:
+    """Fine-tune the model in ``model_dir`` on ``chats`` and save it to ``out_dir``.
+
+    Args:
+        model_dir: a Hugging Face model directory (weights + tokenizer with a chat template that has
+            ``{% generation %}`` markers).
+        chats: conversations ``[{"role", "content"}, ...]`` with at least one assistant turn each.
+        out_dir: where the trained model and tokenizer are written (``save_pretrained``).
+        sft: ``config.SFTParams`` (steps, batch_size, learning_rate).
+        lora: ``config.LoraParams`` (enabled, r, alpha, dropout, target_modules).
+        seed: trainer seed (data order, initialisation of LoRA weights).
+        max_length: token cap per chat (default: the model's ``max_position_embeddings``, at most 2048).
+
+    Returns a summary: ``trained`` (False when there was nothing to do: zero chats or ``sft.steps``
+    == 0, the input model is copied unchanged and ``reason`` says why), ``n_chats``, ``steps``,
+    ``train_loss``, ``runtime_s``, ``lora``, ``assistant_tokens`` and ``total_tokens`` (over the data
+    after truncation), ``device``, ``out_dir``.
+    """
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"model directory {model_dir} does not exist")
+    chats = [list(c) for c in chats]
+    summary: dict[str, Any] = {"n_chats": len(chats), "steps": 0, "train_loss": None, "runtime_s": 0.0,
+                               "lora": bool(lora.enabled), "out_dir": str(out_dir), "assistant_tokens": 0, "total_tokens": 0}
+    if not chats or sft.steps == 0:
+        _copy_model(model_dir, out_dir)
+        reason = "no chats to train on" if not chats else "sft.steps is 0"
+        return {**summary, "trained": False, "reason": f"{reason}; copied {model_dir} unchanged", "device": "none"}
+
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    t0 = time.time()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if max_length is None:
+        max_length = min(int(getattr(model.config, "max_position_embeddings", 1024) or 1024), 2048)
+    for i, chat in enumerate(chats):
+        ids, mask = assistant_token_mask(tokenizer, chat)
+        if not any(mask[:max_length]):
+            raise ValueError(f"chat {i} has no assistant token within max_length={max_length}")
+        summary["assistant_tokens"] += sum(mask[:max_length])
+        summary["total_tokens"] += min(len(ids), max_length)
+
+    if lora.enabled:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                                 target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+    cuda = torch.cuda.is_available()
+    with tempfile.TemporaryDirectory(prefix="sft-", dir=out_dir.parent if out_dir.parent.exists() else None) as work:
+        args = SFTConfig(
+            output_dir=work, max_steps=sft.steps, per_device_train_batch_size=sft.batch_size,
+            learning_rate=sft.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
+            assistant_only_loss=True, max_length=max_length, packing=False,
+            bf16=False, fp16=False, use_cpu=not cuda, report_to="none", save_strategy="no",
+            logging_steps=max(1, min(10, sft.steps)), seed=seed, data_seed=seed,
+            dataloader_num_workers=0, disable_tqdm=True,
+        )
+        trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([{"messages": c} for c in chats]),
+                             processing_class=tokenizer)
+        result = trainer.train()
+        model = trainer.model
+    if lora.enabled:
+        model = model.merge_and_unload()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    loss = float(result.training_loss) if result.training_loss is not None else None
+    return {**summary, "trained": True, "reason": "", "steps": int(result.global_step),
+            "train_loss": loss if loss is None or math.isfinite(loss) else None,
+            "runtime_s": round(time.time() - t0, 3), "device": "cuda" if cuda else "cpu"}

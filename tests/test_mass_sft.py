@@ -1,0 +1,172 @@
+"""MASS trajectories -> SFT chats (token-level mask check) and ``train_sft`` on the tiny model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from selfevolve.backends.base import Backend, Completion
+from selfevolve.config import LoraParams, MassParams, Params, SFTParams
+from selfevolve.mass.design import DesignLimits, planner_solver, planner_solver_review, single_agent
+from selfevolve.mass.executor import run_design
+from selfevolve.mass.search import run_mass_stage
+from selfevolve.mass.sft_data import (
+    chats_to_records,
+    collect_champion_trajectories,
+    select_for_sft,
+    trajectories_to_chats,
+)
+from selfevolve.records import Trajectory, read_jsonl
+from selfevolve.roles.templates import render
+from selfevolve.seeds import arith
+from selfevolve.training.sft import assistant_token_mask, train_sft
+
+from fixtures_models import tiny_model_dir  # noqa: F401  (session fixture)
+
+QUESTIONS = arith.generate(6, seed=21, levels=(1, 2))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Torch on 1 thread in this module: on a shared 2-core machine, intra-op threads contending with
+    other jobs made 3 tiny SFT steps take ~8 s instead of ~0.3 s."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+class HalfRight(Backend):
+    """Planner writes a plan; the solver is right on even-numbered questions only; reviews pass."""
+
+    name = "half-right"
+
+    def chat(self, conversations, sampling):
+        out = []
+        for conv in conversations:
+            p = conv[-1]["content"]
+            if "<design></design>" in p:
+                text = "<design>not a design</design>"
+            elif "Reply <score>" in p:
+                text = "<score>8</score>"
+            elif "<plan></plan>" in p:
+                text = "<plan>1. add the digits</plan>"
+            else:
+                full = "\n".join(m["content"] for m in conv)
+                q = next(q for q in QUESTIONS if f"Problem: {q.text}\n" in full + "\n")
+                right = int(q.id.rsplit("-", 1)[1]) % 2 == 0
+                text = f"<think>carry</think><answer>{q.answer if right else 'x'}</answer>"
+            out.append([Completion(text=text, prompt_tokens=len(p) // 4, output_tokens=len(text.split()))
+                        for _ in range(sampling.n)])
+        return out
+
+
+def verify(questions, answers):
+    return [float(a == q.answer) for q, a in zip(questions, answers)]
+
+
+def test_trajectories_become_chats_with_bare_question_for_the_orchestrator():
+    res = run_design(HalfRight(), planner_solver(), QUESTIONS, limits=DesignLimits())
+    chats = trajectories_to_chats(res.trajectories, QUESTIONS)
+    assert len(chats) == len(QUESTIONS)
+    for q, t, chat in zip(QUESTIONS, res.trajectories, chats):
+        assert [m["role"] for m in chat] == ["user", "assistant", "user", "assistant"]
+        assert chat[0]["content"] == q.text  # orchestrator's opening prompt -> the bare question
+        assert t.messages[0].content == render("planner", question=q.text)
+        assert chat[2]["content"] == render("solver", question=q.text, domain="math", plan="1. add the digits")  # worker prompt stays
+        assert chat[1]["content"] == t.messages[1].content and chat[3]["content"] == t.messages[3].content
+    assert chats_to_records(chats[:1]) == [{"messages": chats[0]}]
+    with pytest.raises(KeyError, match="not among"):
+        trajectories_to_chats(res.trajectories, QUESTIONS[:1])
+
+
+def test_collect_keeps_completed_and_verified_runs_only():
+    trajs = collect_champion_trajectories(HalfRight(), {"math": planner_solver_review()}, QUESTIONS, verify, samples=2,
+                                          limits=DesignLimits())
+    assert len(trajs) == 2 * len(QUESTIONS)
+    kept = select_for_sft(trajs)
+    assert kept and all(t.completed and t.correct == 1.0 for t in kept)
+    assert {t.question_id for t in kept} == {q.id for q in QUESTIONS if int(q.id.rsplit("-", 1)[1]) % 2 == 0}
+    assert len(kept) == len(trajs) // 2
+    assert all(t.correct == 0.0 for t in trajs if t not in kept)
+
+
+def test_sft_mask_covers_exactly_the_assistant_tokens(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    trajs = collect_champion_trajectories(HalfRight(), {"math": planner_solver_review()}, QUESTIONS, verify, samples=1,
+                                          limits=DesignLimits())
+    chats = trajectories_to_chats(select_for_sft(trajs), QUESTIONS)
+    assert chats
+    for chat in chats:
+        ids, mask = assistant_token_mask(tok, chat)
+        assert len(ids) == len(mask)
+        kept = tok.decode([i for i, m in zip(ids, mask) if m], skip_special_tokens=False)
+        assert kept == "".join(m["content"] + tok.eos_token for m in chat if m["role"] == "assistant")
+        masked = tok.decode([i for i, m in zip(ids, mask) if not m], skip_special_tokens=False)
+        for m in chat:
+            if m["role"] != "assistant":
+                assert m["content"] in masked
+        # the whole sequence is exactly the chat template's rendering
+        assert tok.decode(ids, skip_special_tokens=False) == tok.apply_chat_template(chat, tokenize=False)
+    with pytest.raises(ValueError, match="generation"):
+        tok2 = AutoTokenizer.from_pretrained(tiny_model_dir)
+        tok2.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+        assistant_token_mask(tok2, chats[0])
+
+
+def _weights(path):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    return model, {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("lora_enabled", [True, False])
+def test_train_sft_runs_and_saves_a_loadable_model(tiny_model_dir, tmp_path, lora_enabled):
+    trajs = collect_champion_trajectories(HalfRight(), {"math": planner_solver()}, QUESTIONS, verify, samples=1,
+                                          limits=DesignLimits())
+    chats = trajectories_to_chats(select_for_sft(trajs), QUESTIONS)
+    out = tmp_path / "sft"
+    lora = LoraParams(enabled=lora_enabled, r=4, alpha=8, dropout=0.0)
+    summary = train_sft(tiny_model_dir, chats, out, SFTParams(steps=3, batch_size=2, learning_rate=1e-2), lora, seed=0)
+    assert summary["trained"] and summary["steps"] == 3 and summary["lora"] == lora_enabled
+    assert summary["train_loss"] is not None and summary["assistant_tokens"] > 0
+    assert summary["assistant_tokens"] < summary["total_tokens"]
+    model, after = _weights(out)
+    _, before = _weights(tiny_model_dir)
+    assert set(after) == set(before)  # a plain model dir (LoRA merged), same parameters
+    assert any(not (after[k] == before[k]).all() for k in before)
+    assert not any("lora" in k for k in after)
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(out).chat_template == AutoTokenizer.from_pretrained(tiny_model_dir).chat_template
+
+
+def test_train_sft_with_no_chats_copies_the_model(tiny_model_dir, tmp_path):
+    summary = train_sft(tiny_model_dir, [], tmp_path / "copy", SFTParams(), LoraParams(), seed=0)
+    assert summary["trained"] is False and "no chats" in summary["reason"]
+    _, after = _weights(tmp_path / "copy")
+    _, before = _weights(tiny_model_dir)
+    assert all((after[k] == before[k]).all() for k in before)
+
+
+def test_mass_stage_writes_search_champions_and_kept_trajectories(tmp_path):
+    params = Params(mass=MassParams(generations=1, population=3, eval_questions=4, trajectories_per_question=2))
+    metrics = run_mass_stage(HalfRight(), QUESTIONS, params, tmp_path, seed=0, verify_fn=verify)
+    search = json.loads((tmp_path / "search.json").read_text())
+    champions = json.loads((tmp_path / "champions.json").read_text())
+    assert set(champions) == {"math"} and search["champions"]["math"] == champions["math"]
+    kept = read_jsonl(tmp_path / "trajectories.jsonl", Trajectory)
+    assert kept and all(t.completed and t.correct == 1.0 for t in kept)
+    assert metrics["mass_trajectories_kept"] == len(kept) and metrics["mass_trajectories"] == 2 * len(QUESTIONS)
+    assert 0.0 <= metrics["mass_math_accuracy"] <= 1.0 and "mass_math_single_agent_accuracy" in metrics
+    assert trajectories_to_chats(kept, {q.id: q for q in QUESTIONS})
+    # next cycle: the champion comes back as previous_champions
+    again = run_mass_stage(HalfRight(), QUESTIONS, params, tmp_path / "c2", seed=1, previous_champions=champions, verify_fn=verify)
+    assert again["mass_designs_evaluated"] >= 3
+    assert single_agent().design_id in {e["design_id"] for e in json.loads((tmp_path / "c2" / "search.json").read_text())["evaluated"]}
