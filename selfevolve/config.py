@@ -147,6 +147,7 @@ class MassParams(_Section):
     max_agents: int = Field(4, ge=1, le=32)
     max_calls: int = Field(6, ge=1, le=256)
     max_tokens_per_run: int = Field(1024, ge=16)
+    questions: int = Field(32, ge=1, description="pool questions (sampled per cycle) the search and the champion trajectories use")
     trajectories_per_question: int = Field(2, ge=1)
     cost_weight: float = Field(0.0, ge=0.0, description="fitness penalty per 1,000 output tokens (0 = off)")
 

@@ -17,7 +17,7 @@ COLUMNS = [
     ("r_solv", "rewards", "reward_solver"),
     ("r_crit", "rewards", "reward_critic"),
     ("rl best val", "train_rl", "best_val_accuracy"),
-    ("mass fit", "mass_search", "champion_fitness"),
+    ("mass fit", "mass_search", "mass_math_fitness"),
 ]
 
 

@@ -31,7 +31,7 @@ SMALL = {
     "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2},
     "rl": {"steps": 3, "batch_size": 4, "eval_every": 2, "eval_questions": 6},
     "sft": {"steps": 2, "batch_size": 2},
-    "mass": {"generations": 1, "population": 2, "eval_questions": 3, "trajectories_per_question": 1, "max_tokens_per_run": 256},
+    "mass": {"generations": 1, "population": 2, "eval_questions": 3, "questions": 4, "trajectories_per_question": 1, "max_tokens_per_run": 256},
     "evaluation": {"max_new_tokens": 40, "benchmarks": [{"name": "heldout", "limit": 16, "k": 1}]},
 }
 

@@ -11,11 +11,12 @@ from pathlib import Path
 from selfevolve.config import Params
 from selfevolve.paths import cycle_paths
 from selfevolve.records import Question, Rollout, read_jsonl, write_json, write_jsonl
-from selfevolve.stages.common import base_model, init_model_dir, init_paths, log, make_backend, stage_seed
+from selfevolve.stages.common import base_model, init_model_dir, init_paths, log, make_backend, stage_rng, stage_seed
 
 
 def mass_search(params: Params, cycle: str, root=".") -> dict:
-    """MASS workflow search on the cycle's verified pool, then trajectories of the champion.
+    """MASS workflow search on ``mass.questions`` questions sampled from the cycle's pool, then
+    trajectories of the champion on them (``selfevolve.mass.search.run_mass_stage``).
 
     Writes ``mass/search.json`` (champion per domain, every design's fitness, history per
     generation), ``mass/champions.json`` and ``mass/trajectories.jsonl``. The previous cycle's
@@ -31,6 +32,7 @@ def mass_search(params: Params, cycle: str, root=".") -> dict:
         write_jsonl(P.mass_dir / "trajectories.jsonl", [])
         return {"mass_enabled": 0}
     pool = read_jsonl(P.pool, Question)
+    pool = stage_rng(params, cycle, "mass_search").sample(pool, min(len(pool), params.mass.questions))
     prev_champions_path = prev.mass_dir / "champions.json"
     previous = json.loads(prev_champions_path.read_text()) if prev_champions_path.exists() else None
     with make_backend(params, init_model_dir(params, cycle, root)) as backend:
@@ -91,14 +93,20 @@ def train_sft(params: Params, cycle: str, root=".") -> dict:
 
 
 def evaluate(params: Params, cycle: str, root=".") -> dict:
-    """Greedy Solver accuracy of ``models/<cycle>`` (``models/base`` for cycle ``base``) on the
-    held-out questions; writes ``eval/heldout.jsonl`` (per item) and returns the metrics."""
-    from selfevolve.evaluation.solve import solve_and_grade
+    """Benchmarks of ``evaluation.benchmarks`` (default: the held-out set) on ``models/<cycle>``
+    (the campaign's base model for cycle ``base``): greedy pass@1 for k = 1, sampled pass@k for
+    k > 1, graded by the verifiers (``selfevolve.evaluation.evaluate.evaluate_benchmarks``).
+    Writes ``eval/<benchmark>.jsonl`` (per item) and returns ``<benchmark>_<metric>`` metrics
+    (always ``heldout_accuracy`` and ``heldout_n`` when ``heldout`` is listed)."""
+    from selfevolve.evaluation.evaluate import evaluate_benchmarks
 
     P = cycle_paths(cycle, root)
     model_dir = base_model(params, root) if cycle == "base" else P.model
-    held = read_jsonl(P.heldout, Question)
+    data_dir = Path(params.seeds.data_dir)
+    if not data_dir.is_absolute():
+        data_dir = Path(root) / data_dir
+    if P.eval_dir.exists():  # the stage owns eval/: no stale files of benchmarks no longer listed
+        shutil.rmtree(P.eval_dir)
     with make_backend(params, model_dir) as backend:
-        rows, metrics = solve_and_grade(backend, held, params, n=1, temperature=0.0, seed=stage_seed(params, cycle, "evaluate"))
-    write_jsonl(P.eval_dir / "heldout.jsonl", rows)
-    return {f"heldout_{k}": v for k, v in metrics.items()}
+        return evaluate_benchmarks(backend, params.evaluation.benchmarks, params, P.eval_dir, heldout_path=P.heldout,
+                                   data_dir=data_dir, seed=stage_seed(params, cycle, "evaluate"))
