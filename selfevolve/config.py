@@ -38,7 +38,7 @@ class ModelParams(_Section):
     backend: Literal["hf", "vllm", "openai"] = "hf"
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     device: str = "auto"
-    max_model_len: int = Field(512, ge=64)
+    max_model_len: int = Field(1024, ge=64)
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key_env: str = "OPENAI_API_KEY"
@@ -58,7 +58,7 @@ class BootstrapParams(_Section):
     num_layers: int = Field(4, ge=1, le=64)
     num_heads: int = Field(4, ge=1)
     intermediate_size: int = Field(384, ge=16)
-    max_position_embeddings: int = Field(512, ge=64)
+    max_position_embeddings: int = Field(1024, ge=64)
     transcripts: int = Field(8000, ge=10, description="role transcripts rendered from the seed generator")
     steps: int = Field(500, ge=1)
     batch_size: int = Field(32, ge=1)

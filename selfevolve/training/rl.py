@@ -227,7 +227,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
     for step in tqdm(range(1, rl.steps + 1), desc="train_rl", unit="step"):
         batch = rng.sample(rollouts, min(rl.batch_size, len(rollouts)))
         loss, stats = policy_update(model, opt, tok, batch, old, params)
-        rec = {"step": step, "loss": float(loss), **stats}
+        rec = {"step": step, "loss": loss.item(), **stats}
         loss_curve.append(rec)
         if on_step:
             on_step(step, rec)
