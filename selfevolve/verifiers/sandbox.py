@@ -1,0 +1,1981 @@
+"""Sandbox for untrusted Python: a program plus ``assert`` tests, or stdin/stdout cases.
+
+Every program a model writes is untrusted. It runs here, never in the pipeline's process.
+
+How a job runs
+--------------
+A *zygote* is a fresh interpreter (``python -S -s -B``: no site-packages, no user site, no .pyc
+writes) started with a scrubbed environment (``PATH``, ``LANG``, ``PYTHONHASHSEED=0`` and nothing
+else from the parent), ``cwd=/``, in its own session. It preloads common stdlib modules, probes
+which kernel features work (below) and then forks one child per job, so a job starts from a
+pristine copy of a clean interpreter in about a millisecond instead of ~15 ms for a new
+interpreter. The zygote itself never runs untrusted code. ``run_tests_batch`` keeps one zygote per
+worker; each job is a separate fork:
+
+    pipeline ──socket──▶ zygote (root or the caller's uid, no untrusted code)
+                           └─ fork ─▶ C: setsid, unshare namespaces, mounts   (trusted setup)
+                                        └─ fork ─▶ G: pid 1 of a new pid namespace, drops the uid,
+                                                   rlimits, audit hook, then the program + tests
+
+Isolation properties and how each is enforced (``SandboxResult.isolation`` lists what was active)
+--------------------------------------------------------------------------------------------------
+* separate process, clean interpreter: always (zygote fork, scrubbed environment, ``sys.argv``,
+  ``sys.path`` without the working directory, ``__main__`` replaced; ``random`` reseeded per job).
+* time: wall-clock deadline enforced by the parent (``timeout_s`` + 0.25 s; the whole process
+  group is SIGKILLed, and with a pid namespace everything in it dies with its pid 1) and
+  ``RLIMIT_CPU`` = ceil(timeout_s) (the kernel SIGKILLs at the hard limit). Always.
+* memory: ``RLIMIT_AS`` = ``memory_mb`` (includes the ~40 MB interpreter). Always.
+* processes and threads: ``RLIMIT_NPROC`` = 1, so ``fork``/``clone`` (threads too) fail with EAGAIN.
+  The kernel ignores RLIMIT_NPROC for uid 0, so when the pipeline runs as root the job runs under
+  a random unprivileged uid (feature ``uid``: ``setresuid`` to an id in [2e9, 2e9+2^20), or 65534
+  when the uid map is narrower). Fork/exec/spawn/``subprocess``/``os.system`` are also refused by
+  the audit hook (always).
+* files: ``RLIMIT_FSIZE`` (16 MiB, also caps captured stdout/stderr), ``RLIMIT_NOFILE`` = 64,
+  ``RLIMIT_CORE`` = 0. With feature ``mount`` (root, or a user namespace): a private mount namespace
+  in which every mount is read-only and nosuid (``mount_setattr`` recursive), ``/tmp`` is a fresh
+  64 MiB tmpfs holding the working directory ``/tmp/work`` (it vanishes with the job), and ``/root``
+  and the caller's ``$HOME`` are hidden behind empty tmpfs mounts (the Python installation is
+  bind-mounted back when it lives there). Without ``mount``: a private ``mkdtemp`` directory removed
+  afterwards, plus the audit hook refusing writes, deletes, renames, chmods outside it.
+* network: feature ``net``: a new, empty network namespace (no interfaces but a down loopback).
+  Always, in addition: the audit hook refuses socket creation, connect, bind, DNS lookups, syslog.
+* other processes: feature ``pid``: a new pid namespace with its own ``/proc`` (the job cannot see
+  or signal anything outside; the parent's pid is 0). Feature ``uid`` also makes other uids'
+  processes unsignalable. Always: ``os.kill``/``os.killpg``/``pthread_kill`` are refused by the
+  audit hook and ``PR_SET_PDEATHSIG`` kills the job when its supervisor dies. Feature ``ipc``:
+  new SysV IPC namespace. ``PR_SET_NO_NEW_PRIVS`` is set, so setuid binaries grant nothing.
+* secrets: the environment is rebuilt from scratch (nothing from the pipeline's environment);
+  ``/proc/<other pid>/environ`` is out of reach (pid namespace / other uid / audit hook).
+* output: stdout/stderr go to memfds capped by RLIMIT_FSIZE; ``stdout_tail``/``stderr_tail``
+  return the last 4 KiB; per-case stdout for io cases is returned up to 1 MiB.
+
+Which features are available is probed once per zygote at run time, most to least isolated:
+as root: ``uid``, ``mount``, ``net``, ``pid``, ``ipc`` (namespaces via ``unshare(2)``); as another user:
+the same namespaces inside a new *user* namespace when the kernel allows unprivileged user
+namespaces (feature ``userns``; then all capabilities are dropped before untrusted code runs), and
+otherwise none of them. Without namespaces the job still has the rlimits, the scrubbed environment,
+the private directory and the audit-hook policy (``audit``), which PEP 578 says is *not* a security
+boundary: a program that loads native code could bypass it. ``SELFEVOLVE_SANDBOX_FEATURES`` (a
+comma list, or ``none``) restricts the set; ``sandbox_capabilities()`` reports it.
+
+Per-test results that a program cannot fake
+-------------------------------------------
+The harness writes results to a pipe, framed as ``nonce(16 random bytes) | length | marshal``; the
+nonce is created by the parent for each job and never written anywhere the program can read. The
+parent accepts a test as passed only from the harness's *final* frame, written after every test
+has run; progress frames only locate a hang. Exit status never counts. Covered tricks:
+``sys.exit(0)``/``exit()``/``os._exit(0)``/killing the harness early (no final frame → not passed),
+printing a fake marker (stdout is not the channel), writing to fds 3..N or closing them (frames
+without the nonce are ignored; a corrupted stream yields no final frame), raising ``SystemExit``
+or ``KeyboardInterrupt`` inside a test (counts as a failure: the harness catches ``BaseException``),
+monkeypatching ``AssertionError`` (``assert`` uses the interpreter's own), monkeypatching builtins
+or stdlib module functions (tests run with a private pristine copy of the builtins; builtins and the
+modules the tests name are restored before each test and checked after it; a change during a test
+fails it), replacing harness helpers (the harness holds its own references, has its own builtins
+and is unreachable: ``sys._getframe``, ``tb_frame``/``gi_frame``/``cr_frame``, ``sys.settrace``,
+``sys.setprofile``, ``gc.get_objects``/``get_referrers``/``get_referents``, ``ctypes`` and new
+subinterpreters are refused by the audit hook; ``/proc/*/mem`` cannot be opened).
+
+The ``__eq__`` trick (``strict_equality``, on by default): ``assert f(x) == y`` passes when ``f``
+returns an object whose ``__eq__`` always answers True, and no generic assert can be written as
+``type(x) is`` checks. So the harness rewrites the *tests* (not the program): every operand of a
+comparison (``==``, ``<``, ``in`` ...; not ``is``), of arithmetic and unary operators, every assert
+and ``if``/``while`` condition and every argument of ``abs``/``round``/``min``/``max``/``sum``/
+``sorted``/``divmod``/``pow``/``bool`` is checked first. A value passes the check when its type and
+(recursively, up to 10^6 items) the items of lists/tuples/dicts/sets are builtin or stdlib types, or
+classes that define none of the comparison, truth, container or arithmetic dunders themselves. An
+object of a class that overrides one (``__eq__``, ``__bool__``, ``__sub__`` ...) fails the test with
+``StrictEqualityError``. Not covered: user classes with legitimate ``__eq__`` compared by tests
+(set ``strict_equality=False`` for such questions), test helpers in ``setup`` that the program
+redefines, values laundered through functions other than those listed (``str(x)`` etc., which
+need the right answer anyway), and an adversary that runs code at precise moments inside a test
+expression (finalizers, signal handlers) to patch and unpatch a module between two checks.
+
+Not covered at all: kernel exploits (this is not a boundary against them; namespaces widen the
+kernel surface), side channels, CPU/memory pressure on the host within the limits, reading
+world-readable files outside the hidden directories, and resource use by the tmpfs (64 MiB).
+Without the ``mount``/``uid`` features a program can read everything the pipeline's user can read.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import marshal
+import math
+import os
+import secrets
+import select
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Literal, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from selfevolve.records import IOCase
+
+__all__ = [
+    "CodeJob",
+    "TestResult",
+    "SandboxResult",
+    "SandboxError",
+    "SandboxPool",
+    "run_tests",
+    "run_tests_batch",
+    "sandbox_capabilities",
+    "shutdown_default_pool",
+    "default_pool",
+    "ALL_FEATURES",
+]
+
+Status = Literal["passed", "failed", "timeout", "memory", "error"]
+
+#: kernel-level features the probe may enable (``audit`` and rlimits are always on)
+ALL_FEATURES = ("uid", "userns", "mount", "net", "pid", "ipc")
+
+TAIL_BYTES = 4096          # stdout_tail / stderr_tail
+IO_OUTPUT_CAP = 1 << 20    # per io case stdout returned to the parent
+FSIZE_BYTES = 16 << 20     # RLIMIT_FSIZE: largest file (and captured stream) a job may write
+WALL_GRACE_S = 0.25        # wall deadline = timeout_s + grace
+_FRAME = struct.Struct("<I")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not be started (no usable interpreter, zygote crashed at start)."""
+
+
+class CodeJob(BaseModel):
+    """One untrusted program and how to check it.
+
+    ``program``: Python source (untrusted). ``tests``: Python statements run after the program and
+    ``setup``, each one a test (usually ``assert f(x) == y``; a HumanEval ``check`` definition and
+    ``check(f)`` are two tests). ``setup``: trusted statements run after the program and before the
+    tests, in the tests' namespace (MBPP's ``test_setup_code``). ``io_cases``: stdin/stdout pairs;
+    for each one the program runs afresh as ``__main__`` with that stdin and its stdout is compared
+    (trailing whitespace per line and trailing blank lines ignored). ``timeout_s`` (seconds, wall
+    and CPU) and ``memory_mb`` (address space, MiB) bound the whole job. ``strict_equality``:
+    reject comparisons through user-defined dunders in tests (see the module docstring).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    program: str
+    tests: list[str] = Field(default_factory=list)
+    setup: str = ""
+    io_cases: list[IOCase] = Field(default_factory=list)
+    timeout_s: float = Field(5.0, gt=0, le=3600)
+    memory_mb: int = Field(512, ge=32, le=1 << 20)
+    strict_equality: bool = True
+
+
+class TestResult(BaseModel):
+    """Outcome of one test: ``kind`` is ``assert`` (an entry of ``CodeJob.tests``) or ``io``
+    (an entry of ``CodeJob.io_cases``, ``index`` counted separately). ``error`` is a short reason
+    when not passed; ``output`` the (capped) stdout of an io case."""
+
+    __test__ = False  # not a pytest class
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    kind: Literal["assert", "io"] = "assert"
+    source: str
+    passed: bool
+    error: str | None = None
+    output: str | None = None
+
+
+class SandboxResult(BaseModel):
+    """Outcome of a job.
+
+    ``status``: ``passed`` (program loaded, every test and io case passed), ``failed`` (some did
+    not), ``timeout`` (wall or CPU limit), ``memory`` (a MemoryError under the address-space
+    limit), ``error`` (the program or setup did not load: syntax error, exception at top level;
+    or the process died without reporting). ``tests`` has one entry per assert test then per io
+    case; when the harness did not finish, none of them is passed. ``duration_s`` is the wall
+    time of the job in seconds; ``cpu_s`` its CPU time. ``isolation`` lists the features in force.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Status
+    tests: list[TestResult] = Field(default_factory=list)
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    duration_s: float = 0.0
+    cpu_s: float = 0.0
+    detail: str = ""
+    isolation: list[str] = Field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True only when the harness reported every test passed (``status == 'passed'``)."""
+        return self.status == "passed"
+
+    @property
+    def n_passed(self) -> int:
+        return sum(t.passed for t in self.tests)
+
+    @property
+    def pass_fraction(self) -> float:
+        """Passed tests / all tests (0.0 with no tests unless the job passed)."""
+        if not self.tests:
+            return 1.0 if self.passed else 0.0
+        return self.n_passed / len(self.tests)
+
+
+# --------------------------------------------------------------------------------------------
+# framing shared with the child (the child has its own copy of these two helpers)
+# --------------------------------------------------------------------------------------------
+
+def _send_msg(sock: socket.socket, obj, fds: Sequence[int] = ()) -> None:
+    data = marshal.dumps(obj)
+    head = _FRAME.pack(len(data))
+    if fds:
+        sent = socket.send_fds(sock, [head], list(fds))
+        if sent < len(head):
+            sock.sendall(head[sent:])
+        sock.sendall(data)
+    else:
+        sock.sendall(head + data)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv_msg(sock: socket.socket):
+    head = _recv_exact(sock, _FRAME.size)
+    if head is None:
+        return None
+    (n,) = _FRAME.unpack(head)
+    data = _recv_exact(sock, n)
+    if data is None:
+        return None
+    return marshal.loads(data)
+
+
+def _parse_frames(data: bytes, nonce: bytes) -> list:
+    """Decode every ``nonce|len|marshal`` frame in ``data``; anything else is ignored."""
+    out = []
+    pos = 0
+    while True:
+        i = data.find(nonce, pos)
+        if i < 0:
+            break
+        j = i + len(nonce)
+        if j + _FRAME.size > len(data):
+            break
+        (n,) = _FRAME.unpack_from(data, j)
+        body = data[j + _FRAME.size: j + _FRAME.size + n]
+        if len(body) == n:
+            try:
+                out.append(marshal.loads(body))
+            except (EOFError, ValueError, TypeError):
+                pass
+            pos = j + _FRAME.size + n
+        else:
+            pos = j
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the zygote + harness, run in the child interpreter (stdlib only; never imported here)
+# --------------------------------------------------------------------------------------------
+
+_BOOTSTRAP = (
+    "import sys,builtins;"
+    "exec(compile(sys.argv[1],'<selfevolve-sandbox>','exec'),"
+    "{'__builtins__':dict(builtins.__dict__),'__name__':'__selfevolve_sandbox__'})"
+)
+
+_HARNESS_SOURCE = r'''
+# Child side of selfevolve.verifiers.sandbox. Runs with a private copy of the builtins as its
+# globals' __builtins__, so a program that patches the builtins module cannot change this code.
+import builtins as _B
+import os, sys, io, gc, ast, types, marshal, struct, select, socket, errno, resource, signal, random
+import ctypes
+
+_FRAME = struct.Struct("<I")
+_PRELOAD = ("math", "cmath", "re", "string", "collections", "collections.abc", "itertools",
+            "functools", "heapq", "bisect", "operator", "copy", "typing", "fractions", "decimal",
+            "statistics", "json", "datetime", "enum", "dataclasses", "textwrap", "array", "numbers",
+            "unicodedata", "hashlib", "time", "calendar", "pprint", "dis", "inspect",
+            "traceback", "abc", "contextlib", "weakref", "struct", "base64", "binascii", "zlib",
+            "difflib", "io", "warnings", "keyword", "locale", "codecs", "tempfile", "sys", "os")
+for _n in _PRELOAD:
+    try:
+        __import__(_n)
+    except Exception:
+        pass
+for _n in ("_posixsubprocess", "subprocess", "_xxsubinterpreters", "_ctypes_test"):
+    if _n in sys.modules:  # none of the preloads should pull these in; refuse to run if they did
+        raise SystemExit("sandbox zygote: module %s was preloaded" % _n)
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP = 1, 38, 24
+SYS_MOUNT_SETATTR = 442
+AT_FDCWD, AT_RECURSIVE = -100, 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_libc.syscall.restype = ctypes.c_long
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _check(rc, what):
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def _mount(src, target, fstype, flags, data=None):
+    enc = lambda s: None if s is None else s.encode()
+    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), "mount %s" % target)
+
+
+def _prctl(op, a=0):
+    _check(_libc.prctl(op, a, 0, 0, 0), "prctl %d" % op)
+
+
+def _isolated(src, name, **env):
+    """Define ``name`` from ``src`` in a namespace holding nothing but ``env`` (removed afterwards):
+    functions that untrusted code can reach must not lead back to the harness via __globals__."""
+    ns = {"__builtins__": {"__build_class__": _B.__build_class__}, "__name__": "sandbox"}
+    ns.update(env)
+    exec(compile(src, "<sandbox-internal>", "exec"), ns)
+    fn = ns[name]
+    for k in env:
+        del ns[k]
+    return fn
+
+
+# -S leaves exit/quit undefined; programs use them. Defined in an isolated namespace.
+_B.exit = _B.quit = _isolated("def exit(code=None, _SE=SystemExit):\n    raise _SE(code)\n", "exit",
+                                SystemExit=SystemExit)
+
+# pristine builtins for test code, and snapshots of every preloaded module's callables/classes
+_PRISTINE_BUILTINS = dict(_B.__dict__)
+
+
+def _snap(m):
+    d = m.__dict__
+    return (d, tuple((k, v) for k, v in d.items()
+                     if isinstance(v, (type, types.ModuleType)) or callable(v)))
+
+
+_MOD_SNAP = {}
+for _n, _m in list(sys.modules.items()):
+    if isinstance(_m, types.ModuleType) and _n not in ("__main__", "sys"):
+        try:
+            _MOD_SNAP[_n] = _snap(_m)
+        except Exception:
+            pass
+
+# classes trusted by the strict-equality check: everything defined by builtins and preloaded modules
+_TRUSTED = set()
+for _n, (_d, _items) in _MOD_SNAP.items():
+    for _k, _v in _items:
+        if isinstance(_v, type):
+            for _c in _v.__mro__:
+                _TRUSTED.add(_c)
+for _v in vars(types).values():
+    if isinstance(_v, type):
+        _TRUSTED.add(_v)
+_TRUSTED_IDS = frozenset(id(_c) for _c in _TRUSTED)
+_TRUSTED_KEEP = tuple(_TRUSTED)  # keeps the ids valid
+
+_SENSITIVE = frozenset("""__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __bool__ __len__ __contains__
+__iter__ __getitem__ __hash__ __abs__ __neg__ __pos__ __invert__ __round__ __trunc__ __floor__ __ceil__
+__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ __floordiv__ __rfloordiv__
+__mod__ __rmod__ __pow__ __rpow__ __divmod__ __rdivmod__ __and__ __rand__ __or__ __ror__ __xor__
+__rxor__ __lshift__ __rlshift__ __rshift__ __rrshift__ __matmul__ __rmatmul__ __index__ __int__
+__float__ __complex__ __getattribute__ __getattr__ __instancecheck__ __subclasscheck__""".split())
+
+_STRICT_SRC = """
+class StrictEqualityError(AssertionError):
+    pass
+
+def check(x, _type=_type, _id=_id, _T=_T, _PLAIN=_PLAIN, _SEQ=_SEQ, _MAP=_MAP, _SET=_SET,
+          _mro=_mro, _tdict=_tdict, _flags=_flags, _name=_name, _S=_S, _err=StrictEqualityError,
+          _liter=_liter, _titer=_titer, _ditems=_ditems, _siter=_siter, _fiter=_fiter, _HEAP=_HEAP):
+    stack = [x]
+    n = 0
+    while stack:
+        o = stack.pop()
+        n += 1
+        if n > 1000000:
+            break
+        t = _type(o)
+        ti = _id(t)
+        if ti in _PLAIN:
+            continue
+        if ti not in _T:
+            for c in _mro(t):
+                if _id(c) in _T or not (_flags(c) & _HEAP):
+                    continue
+                d = _tdict(c)
+                for s in _S:
+                    if s in d:
+                        raise _err("strict equality: %s defines %s; values compared by tests must "
+                                   "not override comparison/arithmetic dunders" % (_name(t), s))
+        for c in _mro(t):
+            ci = _id(c)
+            if ci in _SEQ:
+                stack.extend(_liter(o) if ci == _SEQ[0] else _titer(o))
+                break
+            if ci in _MAP:
+                for kv in _ditems(o):
+                    stack.append(kv[0]); stack.append(kv[1])
+                break
+            if ci in _SET:
+                stack.extend(_siter(o) if ci == _SET[0] else _fiter(o))
+                break
+    return x
+"""
+
+
+def _make_strict_check():
+    plain = frozenset(id(t) for t in (int, float, complex, str, bytes, bool, type(None), range,
+                                      type, types.FunctionType, types.BuiltinFunctionType))
+    check = _isolated(
+        _STRICT_SRC, "check",
+        _type=type, _id=id, _T=_TRUSTED_IDS, _PLAIN=plain,
+        _SEQ=(id(list), id(tuple)), _MAP=(id(dict),), _SET=(id(set), id(frozenset)),
+        _mro=type.__dict__["__mro__"].__get__, _tdict=type.__dict__["__dict__"].__get__,
+        _flags=type.__dict__["__flags__"].__get__, _name=type.__dict__["__name__"].__get__,
+        _S=tuple(sorted(_SENSITIVE)), _liter=lambda o, _l=list: _l.__iter__(o),
+        _titer=lambda o, _t=tuple: _t.__iter__(o), _ditems=lambda o, _d=dict: _d.items(o),
+        _siter=lambda o, _s=set: _s.__iter__(o), _fiter=lambda o, _f=frozenset: _f.__iter__(o),
+        _HEAP=1 << 9, AssertionError=AssertionError)
+    return check
+
+
+_STRICT_CHECK = _make_strict_check()
+_PROTECTED_IDS = _TRUSTED_IDS | frozenset((id(_STRICT_CHECK), id(_B.exit)))
+_WRAP_CALL_ARGS = frozenset(("abs", "round", "min", "max", "sum", "sorted", "divmod", "pow", "bool"))
+
+
+class _StrictTransformer(ast.NodeTransformer):
+    """Wrap the operands the strict-equality check must see (see module docstring of sandbox.py)."""
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def w(self, node):
+        if isinstance(node, ast.Starred):
+            return node
+        return ast.copy_location(ast.Call(func=ast.Constant(self.tag), args=[node], keywords=[]), node)
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            return node
+        node.left = self.w(node.left)
+        node.comparators = [self.w(c) for c in node.comparators]
+        return node
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        node.left, node.right = self.w(node.left), self.w(node.right)
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        node.operand = self.w(node.operand)
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        node.values = [self.w(v) for v in node.values]
+        return node
+
+    def _test(self, node):
+        self.generic_visit(node)
+        node.test = self.w(node.test)
+        return node
+
+    visit_Assert = visit_If = visit_While = visit_IfExp = _test
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in _WRAP_CALL_ARGS:
+            node.args = [self.w(a) for a in node.args]
+        return node
+
+
+def _inject(code, tag, fn, _CT=types.CodeType):
+    consts = []
+    for c in code.co_consts:
+        if type(c) is str and c == tag:
+            consts.append(fn)
+        elif isinstance(c, _CT):
+            consts.append(_inject(c, tag, fn))
+        else:
+            consts.append(c)
+    return code.replace(co_consts=tuple(consts))
+
+
+def _compile_test(src, filename, strict):
+    tree = ast.parse(src, filename, "exec")
+    if strict:
+        tag = "__selfevolve_strict_%s__" % os.urandom(8).hex()
+        tree = ast.fix_missing_locations(_StrictTransformer(tag).visit(tree))
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = compile(tree, filename, "exec", dont_inherit=True)
+        return _inject(code, tag, _STRICT_CHECK)
+    return compile(tree, filename, "exec", dont_inherit=True)
+
+
+def _names_in(src):
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return set()
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                out.add(a.name)
+                out.add(a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+# ------------------------------------------------------------------ the audit hook (policy)
+
+class SandboxViolation(PermissionError):
+    """An operation the sandbox forbids (raised inside the job)."""
+
+
+class SandboxFrameViolation(ValueError):
+    """Frame introspection is not available inside the sandbox."""
+
+
+_BLOCKED_EVENTS = frozenset("""os.system os.exec os.posix_spawn os.spawn os.fork os.forkpty os.startfile
+subprocess.Popen pty.spawn os.kill os.killpg signal.pthread_kill os.pidfd_open
+socket.__new__ socket.connect socket.bind socket.sendto socket.sendmsg socket.getaddrinfo
+socket.gethostbyname socket.gethostbyname_ex socket.gethostbyaddr socket.getnameinfo socket.sethostname
+socket.if_nameindex syslog.openlog syslog.syslog syslog.setlogmask syslog.closelog
+sys._current_frames sys._current_exceptions sys.settrace sys.setprofile sys._setprofileallthreads
+sys._settraceallthreads sys.addaudithook sys.remote_exec sys.monitoring.register_callback
+gc.get_objects gc.get_referrers gc.get_referents
+cpython.PyInterpreterState_New cpython._PySys_ClearAuditHooks resource.setrlimit resource.prlimit
+os.chroot os.setxattr os.removexattr fcntl.ioctl mmap.__new__ winreg.OpenKey""".split())
+# mmap.__new__ is allowed for anonymous maps only (see below); fcntl.ioctl blocked (TIOCSTI etc.)
+_FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
+_BLOCKED_IMPORTS = frozenset(("_posixsubprocess", "_xxsubinterpreters", "_xxinterpchannels", "_interpreters",
+                              "_interpchannels", "_interpqueues", "_ctypes", "_thread", "_signal", "_testcapi",
+                              "_testinternalcapi", "_tkinter", "readline"))
+_PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1),
+                "os.link": (0, 1), "os.symlink": (1,), "os.chmod": (0,), "os.chown": (0,),
+                "os.truncate": (0,), "os.utime": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (1,),
+                "shutil.copytree": (1,), "shutil.move": (0, 1), "os.mkfifo": (0,), "os.mknod": (0,),
+                "os.lchown": (0,), "os.lchmod": (0,), "os.chflags": (0,)}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _make_hook(workdir, protected_ids, self_pid, may_setrlimit):
+    realpath, fspath, isabs, join, getcwd = os.path.realpath, os.fspath, os.path.isabs, os.path.join, os.getcwd
+    wd = realpath(workdir)
+    wd_slash = wd.rstrip("/") + "/"
+    own = str(self_pid)
+
+    def resolve(p):
+        p = fspath(p)
+        if isinstance(p, bytes):
+            p = p.decode("utf-8", "surrogateescape")
+        if not isinstance(p, str):
+            raise TypeError
+        return realpath(p if isabs(p) else join(getcwd(), p))
+
+    def inside(p):
+        try:
+            full = resolve(p)
+        except Exception:
+            return False
+        return full == wd or full.startswith(wd_slash) or full == "/dev/null"
+
+    def isdir_outside(p, _isdir=os.path.isdir):
+        try:
+            full = resolve(p)
+        except Exception:
+            return True
+        return _isdir(full) and not (full == wd or full.startswith(wd_slash))
+
+    def readable(p):
+        try:
+            full = resolve(p)
+        except Exception:
+            return True
+        if full.startswith("/proc/"):
+            parts = full.split("/")
+            if parts[2].isdigit() and parts[2] != own:
+                return False  # another process's /proc entry (environ, cmdline, fds ...)
+            if parts[-1] in ("mem", "kcore", "kmem", "pagemap") or parts[2] in ("kcore", "kmem", "sysrq-trigger"):
+                return False
+        if full in ("/dev/mem", "/dev/kmem", "/dev/port"):
+            return False
+        return True
+
+    def hook(event, args, _blocked=_BLOCKED_EVENTS, _fa=_FRAME_ATTRS, _bi=_BLOCKED_IMPORTS,
+             _pe=_PATH_EVENTS, _wf=_WRITE_FLAGS, _prot=protected_ids, _id=id, _V=SandboxViolation,
+             _FV=SandboxFrameViolation, _inside=inside, _readable=readable, _int=int, _isinst=isinstance,
+             _rl=may_setrlimit, _isdir_outside=isdir_outside):
+        if event in _blocked:
+            if event == "mmap.__new__" and args and args[0] == -1:
+                return
+            if _rl and (event == "resource.setrlimit" or event == "resource.prlimit"):
+                return  # unprivileged: the kernel only lets it lower limits (or raise soft up to hard)
+            raise _V("sandbox: %s is not permitted" % event)
+        if event == "open":
+            path, mode, flags = args
+            if path is None or _isinst(path, _int):
+                return
+            writing = (mode is not None and any(c in mode for c in "wax+")) or (flags is not None and flags & _wf)
+            if writing and not _inside(path):
+                raise _V("sandbox: writing outside the working directory is not permitted: %r" % (path,))
+            if not _readable(path):
+                raise _V("sandbox: opening %r is not permitted" % (path,))
+            if mode is None and _isdir_outside(path):
+                # a directory fd outside would make dir_fd= paths escape the checks above
+                raise _V("sandbox: opening directories outside the working directory is not permitted")
+            return
+        if event == "sys._getframe" or event == "sys._getframemodulename":
+            raise _FV("sandbox: frame introspection is not available")
+        if event == "object.__getattr__":
+            if args[1] in _fa:
+                raise _FV("sandbox: frame introspection is not available")
+            return
+        if event == "object.__setattr__" or event == "object.__delattr__":
+            if _id(args[0]) in _prot:
+                raise _V("sandbox: modifying %s is not permitted" % (args[1],))
+            return
+        if event == "import":
+            if args[0] in _bi:
+                raise _V("sandbox: importing %s is not permitted" % (args[0],))
+            return
+        if event.startswith("ctypes."):
+            raise _V("sandbox: ctypes is not permitted")
+        idx = _pe.get(event)
+        if idx is not None:
+            for i in idx:
+                if i < len(args) and args[i] is not None and not _isinst(args[i], _int) and not _inside(args[i]):
+                    raise _V("sandbox: %s outside the working directory is not permitted" % event)
+            return
+        if event == "sqlite3.connect":
+            db = args[0] if args else None
+            if db not in (":memory:", "", b":memory:") and not _inside(db):
+                raise _V("sandbox: sqlite3 files outside the working directory are not permitted")
+    return hook
+
+
+# ------------------------------------------------------------------ framing
+
+def _send_msg(sock, obj, fds=()):
+    data = marshal.dumps(obj)
+    head = _FRAME.pack(len(data))
+    if fds:
+        sent = socket.send_fds(sock, [head], list(fds))
+        if sent < len(head):
+            sock.sendall(head[sent:])
+        sock.sendall(data)
+    else:
+        sock.sendall(head + data)
+
+
+def _recv_msg(sock):
+    first, fds, _flags, _addr = socket.recv_fds(sock, _FRAME.size, 16)
+    if not first:
+        return None, []
+    head = bytearray(first)
+    while len(head) < _FRAME.size:
+        c = sock.recv(_FRAME.size - len(head))
+        if not c:
+            return None, fds
+        head += c
+    (n,) = _FRAME.unpack(bytes(head))
+    buf = bytearray()
+    while len(buf) < n:
+        c = sock.recv(min(1 << 20, n - len(buf)))
+        if not c:
+            return None, fds
+        buf += c
+    return marshal.loads(bytes(buf)), fds
+
+
+# ------------------------------------------------------------------ namespaces and mounts
+
+def _write_file(path, data):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data.encode())
+    finally:
+        os.close(fd)
+
+
+def _keep_paths():
+    keep = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    for p in sys.path:
+        if p and os.path.isdir(p):
+            keep.add(os.path.realpath(p))
+    return sorted(keep)
+
+
+def _hidden_dirs(cfg, uid_mode):
+    hide = set()
+    for h in ("/root", cfg.get("home") or ""):
+        if h and os.path.isdir(h) and os.path.realpath(h) not in ("/", "/tmp"):
+            hide.add(os.path.realpath(h))
+    if uid_mode:  # directories on the way to the Python installation that others cannot traverse
+        for k in _keep_paths():
+            parts = k.strip("/").split("/")
+            for i in range(1, len(parts)):
+                a = "/" + "/".join(parts[:i])
+                try:
+                    if not (os.stat(a).st_mode & 0o001):
+                        hide.add(a)
+                        break
+                except OSError:
+                    break
+    out = []
+    for h in sorted(hide, key=len):
+        if not any(h == o or h.startswith(o + "/") for o in out):
+            out.append(h)
+    return out
+
+
+def _kernel_at_least(major, minor):
+    try:
+        rel = os.uname().release.split("-")[0].split(".")
+        return (int(rel[0]), int(rel[1])) >= (major, minor)
+    except (ValueError, IndexError):
+        return False
+
+
+def _setup_base_mounts(cfg, uid_mode, hide_proc):
+    """Zygote-level, once: private propagation, hidden home directories, everything read-only,
+    and (when jobs have no pid namespace) a /proc that shows each uid only its own processes."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    keep = _keep_paths()
+    for h in _hidden_dirs(cfg, uid_mode):
+        inner = [k for k in keep if k.startswith(h + "/")]
+        fds = [(k, os.open(k, os.O_PATH | os.O_DIRECTORY)) for k in inner]
+        _mount("tmpfs", h, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+        for k, fd in fds:
+            os.makedirs(k, exist_ok=True)
+            _mount("/proc/self/fd/%d" % fd, k, None, MS_BIND | MS_REC)
+            os.close(fd)
+    if hide_proc:  # a separate proc instance (kernel >= 5.8): other uids' processes are invisible
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+    attr = _MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
+    rc = _libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if rc != 0:
+        _readonly_fallback()
+
+
+def _zygote_prepare(feats, cfg):
+    """Namespaces shared by all jobs of one zygote (jobs run one at a time): network and the
+    read-only mount tree (each job still gets its own mount namespace and a fresh /tmp)."""
+    flags = 0
+    if "userns" in feats:
+        flags |= CLONE_NEWUSER
+    if "net" in feats:
+        flags |= CLONE_NEWNET
+    if "mount" in feats:
+        flags |= CLONE_NEWNS
+    if not flags:
+        return
+    uid, gid = os.getuid(), os.getgid()
+    _check(_libc.unshare(flags), "unshare")
+    if "userns" in feats:
+        _write_file("/proc/self/setgroups", "deny")
+        _write_file("/proc/self/uid_map", "%d %d 1" % (uid, uid))
+        _write_file("/proc/self/gid_map", "%d %d 1" % (gid, gid))
+    if "mount" in feats:
+        _setup_base_mounts(cfg, "uid" in feats, "pid" not in feats and "uid" in feats)
+
+
+def _readonly_fallback():
+    # kernels before 5.12: remount every mount point read-only one by one (keep locked flags)
+    with open("/proc/self/mountinfo") as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
+        parts = line.split()
+        mp = parts[4].encode().decode("unicode_escape")
+        opts = parts[5].split(",")
+        flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID
+        flags |= MS_NODEV if "nodev" in opts else 0
+        flags |= MS_NOEXEC if "noexec" in opts else 0
+        try:
+            _mount(None, mp, None, flags)
+        except OSError:
+            pass
+
+
+def _drop_caps():
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    hdr = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(hdr), data), "capset")
+
+
+# ------------------------------------------------------------------ one job
+
+def _frame(nonce, obj):
+    data = marshal.dumps(obj)
+    return nonce + _FRAME.pack(len(data)) + data
+
+
+def _job_child(payload_bytes, fds, zsock, feats, cfg, job_uid):
+    """Runs in the forked child C. Never returns."""
+    res_w = -1
+    nonce = b""
+    try:
+        if zsock is not None:
+            zsock.close()
+        os.setsid()
+        res_w, out_fd, err_fd = fds
+        job = marshal.loads(payload_bytes)
+        nonce = job["nonce"]
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if "uid" not in feats:
+            job_uid = None
+        flags = 0
+        if "mount" in feats:
+            flags |= CLONE_NEWNS
+        if "ipc" in feats:
+            flags |= CLONE_NEWIPC
+        if "pid" in feats:
+            flags |= CLONE_NEWPID
+        if flags:
+            _check(_libc.unshare(flags), "unshare")
+        if "mount" in feats:
+            _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+            workdir = "/tmp/work"
+            os.mkdir(workdir, 0o700)
+        else:
+            workdir = job["workdir"]
+        if job_uid is not None:
+            os.chown(workdir, job_uid, job_uid)
+        if "pid" in feats:
+            g = os.fork()
+            if g:
+                os.close(res_w)
+                os.close(out_fd)
+                os.close(err_fd)
+                while True:
+                    try:
+                        _, st = os.waitpid(g, 0)
+                        break
+                    except InterruptedError:
+                        continue
+                if os.WIFSIGNALED(st):
+                    os._exit(128 + os.WTERMSIG(st))
+                os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 70)
+            if "mount" in feats:
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid)
+    except BaseException as e:
+        try:
+            if res_w >= 0 and nonce:
+                os.write(res_w, _frame(nonce, ("E", "sandbox setup failed: %s: %s" % (type(e).__name__, e))))
+        finally:
+            os._exit(70)
+    os._exit(0)
+
+
+def _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid):
+    """The job's own process: apply limits, drop privileges, run program and tests, report."""
+    # ---- file descriptors and streams
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    for fd in (null, out_fd, err_fd):
+        if fd > 2 and fd != res_w:
+            os.close(fd)
+    os.closerange(3, res_w)
+    os.closerange(res_w + 1, 65536)
+    os.chdir(workdir)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
+           "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}
+    os.environ.clear()
+    os.environ.update(env)
+    import tempfile
+    tempfile.tempdir = None
+
+    # ---- everything the harness needs after untrusted code starts, bound now
+    _write, _dup, _dup2, _exit, _lseek, _read, _close = os.write, os.dup, os.dup2, os._exit, os.lseek, os.read, os.close
+    _memfd = getattr(os, "memfd_create", None)
+    _dumps, _pack, _exec = marshal.dumps, _FRAME.pack, exec
+    _BE, _ME, _SE = BaseException, MemoryError, SystemExit
+    _type, _len, _dict, _min, _str, _int = type, len, dict, min, str, int
+    _args_of = BaseException.__dict__["args"].__get__
+    _tname = type.__dict__["__name__"].__get__
+    _TextIO, _FileIO, _BufR = io.TextIOWrapper, io.FileIO, io.BufferedReader
+    _signal, _setitimer, _getsignal = signal.signal, signal.setitimer, signal.getsignal
+    _ITIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+    _initial_handlers = []
+    for s in range(1, signal.NSIG):
+        if s in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            _initial_handlers.append((s, _getsignal(s)))
+        except (ValueError, OSError):
+            pass
+    _modules = sys.modules
+    _ModuleType = types.ModuleType
+    pristine = _PRISTINE_BUILTINS
+    io_cap = int(job["io_cap"])
+
+    def send(obj):
+        data = _dumps(obj)
+        _write(res_w, nonce + _pack(_len(data)) + data)
+
+    def describe(e):
+        t = _type(e)
+        name = _tname(t)
+        try:
+            args = _args_of(e)
+        except _BE:
+            args = ()
+        parts = []
+        for a in args[:3]:
+            ta = _type(a)
+            if ta is _str:
+                parts.append(a[:400])
+            elif ta is _int or ta is float or ta is bool:
+                parts.append(repr(a))
+        if t is SyntaxError:
+            try:
+                parts.append("line %d" % e.lineno)
+            except _BE:
+                pass
+        return (name + (": " + ", ".join(parts) if parts else ""))[:600]
+
+    def restore(mods):
+        changed = []
+        for name, (d, items) in mods:
+            for k, v in items:
+                if d.get(k, d) is not v:
+                    changed.append(name + "." + k)
+                    d[k] = v
+        return changed
+
+    def reset_signals():
+        for it in _ITIMERS:
+            _setitimer(it, 0)
+        for s, h in _initial_handlers:
+            try:
+                if _getsignal(s) is not h:
+                    _signal(s, h)
+            except _BE:
+                pass
+
+    def read_memfd(fd, cap):
+        size = _lseek(fd, 0, 2)
+        _lseek(fd, 0, 0)
+        data = _read(fd, _min(size, cap)) if size else b""
+        return data, size > cap
+
+    def flush(stream):
+        try:
+            stream.flush()
+        except _BE:
+            pass
+
+    # ---- compile the trusted parts now (before the program runs)
+    strict = job["strict"]
+    load_error = None
+    program_code = None
+    try:
+        program_code = compile(job["program"], "<solution>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
+        load_error = "program does not compile: " + describe(e)
+    setup_code = None
+    setup_error = None
+    if job["setup"].strip():
+        try:
+            setup_code = _compile_test(job["setup"], "<setup>", strict)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            setup_error = "setup does not compile: " + describe(e)
+    tests = []
+    for i, src in enumerate(job["tests"]):
+        try:
+            tests.append((_compile_test(src, "<test %d>" % i, strict), None))
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            tests.append((None, "test does not compile: " + describe(e)))
+    names = set()
+    for src in list(job["tests"]) + [job["setup"]]:
+        names |= _names_in(src)
+    watched = [("builtins", _MOD_SNAP["builtins"])] + [(n, _MOD_SNAP[n]) for n in sorted(names)
+                                                         if n in _MOD_SNAP and n != "builtins"]
+    io_inputs = job["io"]
+    run_asserts = bool(tests) or not io_inputs
+
+    # ---- limits and privileges
+    cpu = int(job["cpu_s"])
+    mem = int(job["memory_mb"]) << 20
+    fsize = max(int(job["fsize"]), max([len(x) for x in io_inputs] or [0]) + (1 << 20))
+    for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
+                     (resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 1)):
+        try:
+            resource.setrlimit(res, (val, val))
+        except (ValueError, OSError):
+            soft, hard = resource.getrlimit(res)
+            resource.setrlimit(res, (val if hard == resource.RLIM_INFINITY else min(val, hard), hard))
+    try:  # deep recursion: let the main thread's stack grow (within the address-space limit)
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        want = min(256 << 20, mem // 2)
+        if hard == resource.RLIM_INFINITY or hard >= want:
+            resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+    except (ValueError, OSError):
+        pass
+    if job_uid is not None:
+        os.setgroups([])
+        os.setresgid(job_uid, job_uid, job_uid)
+        os.setresuid(job_uid, job_uid, job_uid)
+    elif "userns" in feats:
+        _drop_caps()
+    try:
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    except OSError:
+        pass
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # again: a uid change clears it
+    random.seed()
+    sys.argv = ["solution.py"]
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
+    job_stdout = _TextIO(_FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+    sys.stdout = job_stdout
+    sys.stderr = _TextIO(_FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                         line_buffering=True)
+    sys.stdin = _TextIO(_BufR(_FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace")
+    job_out_fd = _dup(1) if io_inputs else -1
+    protected = _PROTECTED_IDS
+    may_setrlimit = os.geteuid() != 0
+    hook = _make_hook(workdir, protected, os.getpid(), may_setrlimit)
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    if job["audit"]:
+        sys.addaudithook(hook)
+    del job  # (unreachable anyway: frames are not available to the program)
+
+    # ================================================================ untrusted code from here on
+    memory_hit = False
+    io_rows = []
+    for i, data in enumerate(io_inputs):
+        send(("S", "io", i))
+        reset_signals()
+        restore(watched)
+        if program_code is None:
+            io_rows.append((False, load_error, b""))
+            continue
+        ok, err, out = False, None, b""
+        try:
+            fin = _memfd("stdin")
+            _write(fin, data)
+            _lseek(fin, 0, 0)
+            _dup2(fin, 0)
+            _close(fin)
+            fout = _memfd("stdout")
+            _dup2(fout, 1)
+            case_out = _TextIO(_FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
+            sys.stdout = case_out
+            sys.stdin = _TextIO(_BufR(_FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace")
+            m = _ModuleType("__main__")
+            m.__dict__["__builtins__"] = _B
+            _modules["__main__"] = m
+            try:
+                _exec(program_code, m.__dict__)
+                ok = True
+            except _SE as e:
+                code = e.code
+                ok = code is None or code == 0
+                if not ok:
+                    err = "exit status %s" % (code if _type(code) is _int else 1)
+            except _ME:
+                memory_hit = True
+                err = "MemoryError"
+            except _BE as e:
+                err = describe(e)
+            flush(case_out)
+            out, truncated = read_memfd(fout, io_cap)
+            if truncated:
+                ok, err = False, "output exceeds %d bytes" % io_cap
+            _close(fout)
+            _dup2(job_out_fd, 1)
+            sys.stdout = job_stdout
+        except _ME:
+            memory_hit = True
+            ok, err = False, "MemoryError"
+        except _BE as e:
+            ok, err = False, "harness: " + describe(e)
+        io_rows.append((ok, err, out))
+    if not run_asserts:
+        flush(job_stdout)
+        send(("F", None, [], memory_hit, io_rows))
+        _exit(0)
+
+    m = _ModuleType("__solution__")
+    g = m.__dict__
+    g["__builtins__"] = _B
+    _modules["__main__"] = m
+    _modules["__solution__"] = m
+    if load_error is None:
+        send(("S", "load", 0))
+        try:
+            _exec(program_code, g)
+        except _SE as e:
+            code = e.code
+            if not (code is None or code == 0):
+                load_error = "program exited with status %s while loading" % (code if _type(code) is _int else 1)
+        except _ME:
+            memory_hit = True
+            load_error = "MemoryError while loading the program"
+        except _BE as e:
+            load_error = "program raised while loading: " + describe(e)
+    flush(job_stdout)
+    if load_error is None and setup_error is None:
+        T = _dict(g)
+        T["__builtins__"] = _dict(pristine)
+        if setup_code is not None:
+            reset_signals()
+            restore(watched)
+            try:
+                _exec(setup_code, T)
+            except _ME:
+                memory_hit = True
+                setup_error = "MemoryError in setup"
+            except _BE as e:
+                setup_error = "setup raised: " + describe(e)
+            changed = restore(watched)
+            if changed and setup_error is None:
+                setup_error = "setup: the program modified %s" % ", ".join(changed[:3])
+    first_error = load_error or setup_error
+    if first_error is not None:
+        flush(job_stdout)
+        send(("F", first_error, [(False, first_error, None) for _ in tests], memory_hit, io_rows))
+        _exit(0)
+    rows = []
+    for i, (code, cerr) in enumerate(tests):
+        send(("S", "assert", i))
+        if code is None:
+            rows.append((False, cerr, None))
+            continue
+        reset_signals()
+        restore(watched)
+        T["__builtins__"] = _dict(pristine)
+        ok, err = False, None
+        try:
+            _exec(code, T)
+            ok = True
+        except _ME:
+            memory_hit = True
+            err = "MemoryError"
+        except _BE as e:
+            err = describe(e)
+        try:
+            changed = restore(watched)
+            if changed:
+                ok = False
+                err = "the program modified %s during the test" % ", ".join(changed[:3])
+        except _BE as e:
+            ok, err = False, "harness: " + describe(e)
+        rows.append((ok, err, None))
+    flush(job_stdout)
+    send(("F", None, rows, memory_hit, io_rows))
+    _exit(0)
+
+
+# ------------------------------------------------------------------ zygote
+
+def _probe_one(feats, cfg):
+    """Fork a job with ``feats`` that runs a self-check; True when it reports success."""
+    r, w = os.pipe()
+    nonce = os.urandom(16)
+    out = os.memfd_create("probe") if hasattr(os, "memfd_create") else os.open("/dev/null", os.O_WRONLY)
+    err = os.dup(out)
+    wd = None
+    if "mount" not in feats:
+        import tempfile
+        wd = tempfile.mkdtemp(prefix="probe-", dir=cfg.get("tmp") or None)
+    job = {"nonce": nonce, "program": _PROBE_PROGRAM, "tests": [_PROBE_TEST], "setup": "", "io": [],
+           "strict": True, "cpu_s": 5, "memory_mb": 512, "fsize": 1 << 20, "workdir": wd, "io_cap": 1024,
+           "audit": True}
+    pid = os.fork()
+    if pid == 0:  # a throw-away zygote with these features, running one job
+        try:
+            os.close(r)
+            if _ZSOCK[0] is not None:
+                _ZSOCK[0].close()
+            _zygote_prepare(feats, cfg)
+            c = os.fork()
+            if c == 0:
+                _job_child(marshal.dumps(job), (w, out, err), None, feats, cfg, _pick_uid(cfg))
+                os._exit(70)
+            os.waitpid(c, 0)
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.close(out)
+    os.close(err)
+    chunks = []
+    while True:
+        c = os.read(r, 65536)
+        if not c:
+            break
+        chunks.append(c)
+    os.close(r)
+    os.waitpid(pid, 0)
+    if wd:
+        import shutil
+        shutil.rmtree(wd, ignore_errors=True)
+    data = b"".join(chunks)
+    fin = None
+    pos = 0
+    while True:
+        i = data.find(nonce, pos)
+        if i < 0 or i + 20 > len(data):
+            break
+        (n,) = _FRAME.unpack_from(data, i + 16)
+        try:
+            f = marshal.loads(data[i + 20:i + 20 + n])
+        except Exception:
+            break
+        if f[0] == "F":
+            fin = f
+        pos = i + 20 + n
+    return fin is not None and fin[1] is None and len(fin[2]) == 1 and fin[2][0][0] is True
+
+
+# the self-check: a stdlib module that is not preloaded must import (the Python installation is
+# readable), the working directory is writable, and nothing was left behind by the setup
+_PROBE_PROGRAM = """
+import colorsys, sched
+def probe():
+    with open("probe.txt", "w") as fh:
+        fh.write("ok")
+    with open("probe.txt") as fh:
+        assert fh.read() == "ok"
+    return colorsys.rgb_to_hsv(0, 0, 0) == (0, 0, 0)
+"""
+_PROBE_TEST = "assert probe() is True"
+
+
+def _uid_range_ok(lo, hi):
+    try:
+        with open("/proc/self/uid_map") as fh:
+            for line in fh:
+                inner, outer, count = (int(x) for x in line.split())
+                if inner <= lo and hi <= inner + count:
+                    return True
+    except (OSError, ValueError):
+        return True
+    return False
+
+
+def _pick_uid(cfg):
+    if cfg.get("uid_wide"):
+        return 2000000000 + int.from_bytes(os.urandom(4), "little") % (1 << 20)
+    return 65534
+
+
+def _probe(cfg):
+    """Most isolated feature set that works here: all wanted features first, then greedily.
+    A pid namespace is only used when jobs cannot get a uid of their own (as root with a wide
+    uid map, RLIMIT_NPROC=1 on a fresh uid already forbids every fork and signal outside)."""
+    wanted = set(cfg.get("features") or ())
+    root = os.geteuid() == 0
+    cfg["uid_wide"] = _uid_range_ok(2000000000, 2000000000 + (1 << 20))
+    order = ["mount", "uid", "net", "ipc", "pid"] if root else ["userns", "mount", "net", "ipc", "pid"]
+    order = [f for f in order if f in wanted]
+    if root and cfg["uid_wide"] and "uid" in order and "pid" in order and _kernel_at_least(5, 8):
+        if _probe_one(set(order) - {"pid"}, cfg):
+            return sorted(set(order) - {"pid"})
+    if not order:
+        return []
+    if _probe_one(set(order), cfg):
+        return sorted(order)
+    feats = set()
+    for f in order:
+        if f in ("mount", "net", "pid", "ipc") and not root and "userns" not in feats:
+            continue
+        if _probe_one(feats | {f}, cfg):
+            feats.add(f)
+    if root and cfg["uid_wide"] and "uid" in feats and "pid" in feats and _kernel_at_least(5, 8) \
+            and "mount" in feats and _probe_one(feats - {"pid"}, cfg):
+        feats.discard("pid")
+    return sorted(feats)
+
+
+_ZSOCK = [None]
+
+
+def _wait_child(sock, pid):
+    pidfd = -1
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    killed = False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLHUP)
+    if pidfd >= 0:
+        poller.register(pidfd, select.POLLIN)
+    while True:
+        rpid, status, ru = os.wait4(pid, os.WNOHANG)
+        if rpid == pid:
+            break
+        events = poller.poll(None if pidfd >= 0 else 5)
+        for fd, ev in events:
+            if fd == sock.fileno():
+                msg, fds = _recv_msg(sock)
+                for f in fds:
+                    os.close(f)
+                if msg is None or msg.get("op") in ("kill", "exit"):
+                    if not killed:
+                        try:
+                            os.killpg(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                        killed = True
+                    if msg is None:
+                        os.wait4(pid, 0)
+                        os._exit(0)
+    if pidfd >= 0:
+        os.close(pidfd)
+    return status, ru.ru_utime + ru.ru_stime, killed
+
+
+def _zygote_main():
+    sock = socket.socket(fileno=int(sys.argv[2]))
+    _ZSOCK[0] = sock
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
+    cfg, _ = _recv_msg(sock)
+    if cfg is None:
+        os._exit(0)
+    feats = _probe(cfg)
+    _zygote_prepare(feats, cfg)
+    gc.freeze()  # the preloaded heap stays shared with every fork (no copy-on-write from the GC)
+    _send_msg(sock, {"op": "hello", "pid": os.getpid(), "features": feats, "euid": os.geteuid(),
+                     "python": sys.version.split()[0]})
+    idle_ms = int(cfg.get("idle_timeout_s", 300) * 1000)
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLHUP)
+    while True:
+        if not poller.poll(idle_ms):
+            os._exit(0)
+        msg, fds = _recv_msg(sock)
+        if msg is None:
+            os._exit(0)
+        op = msg.get("op")
+        if op == "exit":
+            os._exit(0)
+        if op != "run":
+            for f in fds:
+                os.close(f)
+            continue
+        payload = msg["payload"]
+        job_uid = _pick_uid(cfg) if "uid" in feats else None
+        pid = os.fork()
+        if pid == 0:
+            _job_child(payload, fds, sock, feats, cfg, job_uid)
+            os._exit(70)
+        for f in fds:
+            os.close(f)
+        del payload
+        _send_msg(sock, {"op": "started", "pid": pid})
+        status, cpu, killed = _wait_child(sock, pid)
+        if os.WIFSIGNALED(status):
+            code = -os.WTERMSIG(status)
+        else:
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+        _send_msg(sock, {"op": "exit", "code": code, "cpu": cpu, "killed": killed})
+
+
+_zygote_main()
+'''
+
+
+# --------------------------------------------------------------------------------------------
+# parent side
+# --------------------------------------------------------------------------------------------
+
+def _scrubbed_env() -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
+            "HOME": "/nonexistent"}
+
+
+def _features_from_env() -> list[str]:
+    raw = os.environ.get("SELFEVOLVE_SANDBOX_FEATURES")
+    if raw is None:
+        return list(ALL_FEATURES)
+    raw = raw.strip().lower()
+    if raw in ("", "none", "0", "off"):
+        return []
+    out = [f.strip() for f in raw.split(",") if f.strip()]
+    unknown = sorted(set(out) - set(ALL_FEATURES))
+    if unknown:
+        raise ValueError(f"SELFEVOLVE_SANDBOX_FEATURES: unknown feature(s) {unknown}; known: {list(ALL_FEATURES)}")
+    return out
+
+
+class _Zygote:
+    """One supervisor interpreter; serves one job at a time."""
+
+    def __init__(self, python: str, features: Sequence[str], idle_timeout_s: float, tmp_base: str,
+                 audit: bool = True):
+        self.audit = audit
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-S", "-s", "-B", "-c", _BOOTSTRAP, _HARNESS_SOURCE, str(child.fileno())],
+                env=_scrubbed_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=self._stderr, pass_fds=(child.fileno(),), close_fds=True,
+                start_new_session=True, cwd="/",
+            )
+        except OSError as exc:
+            self.sock.close()
+            raise SandboxError(f"cannot start the sandbox interpreter {python!r}: {exc}") from exc
+        finally:
+            child.close()
+        cfg = {"features": list(features), "idle_timeout_s": float(idle_timeout_s),
+               "home": os.path.realpath(os.path.expanduser("~")), "tmp": tmp_base}
+        try:
+            _send_msg(self.sock, cfg)
+            self.sock.settimeout(60)
+            hello = _recv_msg(self.sock)
+            self.sock.settimeout(None)
+        except OSError:
+            hello = None
+        if not hello or hello.get("op") != "hello":
+            err = self._stderr_text()
+            self.kill()
+            raise SandboxError(f"the sandbox zygote failed to start: {err[-2000:] or 'no output'}")
+        self.features: list[str] = list(hello["features"])
+        self.pid: int = hello["pid"]
+        self.euid: int = hello["euid"]
+        self.last_used = time.monotonic()
+
+    def _stderr_text(self) -> str:
+        try:
+            self._stderr.seek(0)
+            return self._stderr.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except OSError:
+                pass
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            self._stderr.close()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        try:
+            _send_msg(self.sock, {"op": "exit"})
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def run(self, job: CodeJob, tmp_base: str) -> SandboxResult:
+        """Run one job (see ``run_tests``). Raises ``_ZygoteDied`` when the supervisor is gone."""
+        t0 = time.monotonic()
+        nonce = secrets.token_bytes(16)
+        cpu_s = max(1, math.ceil(job.timeout_s))
+        workdir = None
+        if "mount" not in self.features:
+            workdir = tempfile.mkdtemp(prefix="job-", dir=tmp_base)
+        payload = marshal.dumps({
+            "nonce": nonce, "program": job.program, "tests": list(job.tests), "setup": job.setup,
+            "io": [c.stdin.encode("utf-8") for c in job.io_cases], "strict": bool(job.strict_equality),
+            "cpu_s": cpu_s, "memory_mb": int(job.memory_mb), "fsize": FSIZE_BYTES, "workdir": workdir,
+            "io_cap": IO_OUTPUT_CAP, "audit": self.audit,
+        })
+        res_r, res_w = os.pipe()
+        out_fd = _memfd("stdout")
+        err_fd = _memfd("stderr")
+        data = bytearray()
+        timed_out = False
+        exit_msg = None
+        try:
+            try:
+                _send_msg(self.sock, {"op": "run", "payload": payload},
+                          fds=(res_w, out_fd, err_fd))
+                os.close(res_w)
+                res_w = -1
+                started = _recv_msg(self.sock)
+            except OSError as exc:
+                raise _ZygoteDied(str(exc)) from exc
+            if not started or started.get("op") != "started":
+                raise _ZygoteDied("no start acknowledgement")
+            deadline = t0 + job.timeout_s + WALL_GRACE_S
+            eof = False
+            sock_fd = self.sock.fileno()
+            poller = select.poll()  # not select.select: a big pipeline process may hold fds >= 1024
+            poller.register(res_r, select.POLLIN)
+            poller.register(sock_fd, select.POLLIN)
+            while not (eof and exit_msg is not None):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                ready = {fd for fd, _ in poller.poll(max(1, int(remaining * 1000) + 1))}
+                if res_r in ready:
+                    chunk = os.read(res_r, 1 << 16)
+                    if chunk:
+                        if len(data) < (64 << 20):
+                            data += chunk
+                    else:
+                        eof = True
+                        poller.unregister(res_r)
+                if sock_fd in ready:
+                    exit_msg = _recv_msg(self.sock)
+                    if exit_msg is None:
+                        raise _ZygoteDied("zygote closed the connection")
+                    poller.unregister(sock_fd)
+            if timed_out and exit_msg is None:
+                try:
+                    _send_msg(self.sock, {"op": "kill"})
+                    self.sock.settimeout(10)
+                    exit_msg = _recv_msg(self.sock)
+                    self.sock.settimeout(None)
+                except OSError as exc:
+                    raise _ZygoteDied(f"no exit status after kill: {exc}") from exc
+                if exit_msg is None:
+                    raise _ZygoteDied("zygote closed the connection after kill")
+            if timed_out:
+                # drain what the job wrote before it died
+                os.set_blocking(res_r, False)
+                while True:
+                    try:
+                        chunk = os.read(res_r, 1 << 16)
+                    except BlockingIOError:
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+            duration = time.monotonic() - t0
+            stdout_tail = _tail(out_fd)
+            stderr_tail = _tail(err_fd)
+        finally:
+            for fd in (res_r, res_w, out_fd, err_fd):
+                if fd >= 0:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+            if workdir:
+                _rmtree(workdir)
+            self.last_used = time.monotonic()
+        return _interpret(job, bytes(data), nonce, exit_msg or {}, timed_out, cpu_s, duration,
+                          stdout_tail, stderr_tail, self.features)
+
+
+class _ZygoteDied(RuntimeError):
+    pass
+
+
+def _memfd(name: str) -> int:
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create(name)
+    fd, path = tempfile.mkstemp(prefix="selfevolve-sbx-")
+    os.unlink(path)
+    return fd
+
+
+def _tail(fd: int, n: int = TAIL_BYTES) -> str:
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        start = max(0, size - n)
+        os.lseek(fd, start, os.SEEK_SET)
+        data = os.read(fd, n)
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def _rmtree(path: str) -> None:
+    def onerror(func, p, exc):
+        try:
+            os.chmod(p, 0o700)
+            parent = os.path.dirname(p)
+            os.chmod(parent, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=onerror)
+    if os.path.exists(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _normalise_output(text: str) -> list[str]:
+    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _short(s: str, n: int = 300) -> str:
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _interpret(job: CodeJob, data: bytes, nonce: bytes, exit_msg: dict, timed_out: bool, cpu_limit: int,
+               duration: float, stdout_tail: str, stderr_tail: str, features: list[str]) -> SandboxResult:
+    """Turn the harness's frames and the exit status into a SandboxResult (parent side)."""
+    frames = [f for f in _parse_frames(data, nonce) if isinstance(f, tuple) and f]
+    final = next((f for f in reversed(frames) if f[0] == "F"), None)
+    setup_err = next((f for f in frames if f[0] == "E" and len(f) == 2), None)
+    progress = [f for f in frames if f[0] == "S" and len(f) == 3]
+    cpu = float(exit_msg.get("cpu", 0.0))
+    code = exit_msg.get("code")
+    isolation = ["rlimits", "audit", "scrubbed-env", "private-dir", *features]
+    base = dict(stdout_tail=stdout_tail, stderr_tail=stderr_tail, duration_s=round(duration, 4),
+                cpu_s=round(cpu, 4), isolation=isolation)
+    a_src = [_short(src, 2000) for src in job.tests]
+    io_src = [f"stdin: {_short(c.stdin, 200)!r}" for c in job.io_cases]
+
+    valid = (final is not None and len(final) == 5 and isinstance(final[2], list) and isinstance(final[4], list)
+             and len(final[4]) == len(job.io_cases)
+             and (len(final[2]) == len(job.tests)))
+    if valid:
+        _, load_error, rows, memory_hit, io_rows = final
+        tests: list[TestResult] = []
+        for i, (src, row) in enumerate(zip(a_src, rows)):
+            ok, err, _ = row
+            tests.append(TestResult(index=i, kind="assert", source=src, passed=ok is True,
+                                    error=None if ok is True else (err or "failed")))
+        for i, (src, row, case) in enumerate(zip(io_src, io_rows, job.io_cases)):
+            ok, err, out = row
+            text = (out or b"").decode("utf-8", "replace")
+            if ok is True and _normalise_output(text) != _normalise_output(case.stdout):
+                ok, err = False, f"wrong output: expected {_short(case.stdout, 120)!r}, got {_short(text, 120)!r}"
+            tests.append(TestResult(index=i, kind="io", source=src, passed=ok is True,
+                                    error=None if ok is True else (err or "failed"), output=_short(text, 4096)))
+        if load_error is None and all(t.passed for t in tests):
+            return SandboxResult(status="passed", tests=tests, **base)
+        if memory_hit:
+            status: Status = "memory"
+            detail = load_error or "MemoryError"
+        elif load_error is not None:
+            status, detail = "error", load_error
+        else:
+            status = "failed"
+            first = next(t for t in tests if not t.passed)
+            detail = f"{sum(t.passed for t in tests)}/{len(tests)} tests passed; first failure: {first.error}"
+        return SandboxResult(status=status, tests=tests, detail=_short(detail, 600), **base)
+
+    # no valid final report: the harness did not finish, nothing counts as passed
+    hung = progress[-1][1:] if progress else None
+
+    def not_run(reason: str) -> list[TestResult]:
+        out = []
+        for kind, srcs in (("assert", a_src), ("io", io_src)):
+            for i, src in enumerate(srcs):
+                if hung is None or hung == (kind, i) or (hung[0] == "load" and kind == "assert"):
+                    err = reason
+                else:
+                    err = f"not run ({reason})"
+                out.append(TestResult(index=i, kind=kind, source=src, passed=False, error=err))
+        return out
+
+    if setup_err is not None:
+        reason = _short(str(setup_err[1]), 600)
+        return SandboxResult(status="error", tests=not_run(reason), detail=reason, **base)
+    killed_by = -code if isinstance(code, int) and code < 0 else (code - 128 if isinstance(code, int) and code > 128 else None)
+    cpu_exceeded = killed_by in (9, 24) and cpu >= cpu_limit - 0.05
+    if timed_out or cpu_exceeded:
+        reason = f"timeout: {'CPU' if cpu_exceeded and not timed_out else 'wall-clock'} limit of {job.timeout_s:g} s exceeded"
+        return SandboxResult(status="timeout", tests=not_run(reason), detail=reason, **base)
+    if killed_by is not None:
+        how = f"killed by signal {killed_by}"
+    else:
+        how = f"exited with status {code} before reporting"
+    if final is not None:
+        how += " (malformed report)"
+    reason = f"the process ended before the harness reported: {how}"
+    status = "memory" if "MemoryError" in stderr_tail else "error"
+    return SandboxResult(status=status, tests=not_run(reason), detail=reason, **base)
+
+
+class SandboxPool:
+    """A pool of sandbox zygotes (one per concurrent job).
+
+    ``max_workers``: most zygotes kept (default: CPU count). ``features``: kernel features allowed
+    (subset of ``ALL_FEATURES``; default from ``SELFEVOLVE_SANDBOX_FEATURES`` or all; what works
+    is probed). ``python``: interpreter for jobs (default ``sys.executable``, which must be the same
+    version as this process). ``audit=False`` leaves out the in-process audit-hook policy so that
+    tests can check what the kernel layer alone contains; never use it for real work.
+    Thread-safe; close with ``close()`` (also at interpreter exit). Raises ``SandboxError`` when no
+    zygote can be started.
+    """
+
+    def __init__(self, max_workers: int | None = None, features: Iterable[str] | None = None,
+                 python: str | None = None, idle_timeout_s: float = 300.0, audit: bool = True):
+        self.audit = bool(audit)
+        self.max_workers = max(1, max_workers or _cpu_count())
+        self.features = list(_features_from_env() if features is None else features)
+        unknown = sorted(set(self.features) - set(ALL_FEATURES))
+        if unknown:
+            raise ValueError(f"unknown sandbox feature(s) {unknown}; known: {list(ALL_FEATURES)}")
+        self.python = python or sys.executable
+        self.idle_timeout_s = idle_timeout_s
+        self._idle: list[_Zygote] = []
+        self._all: set[_Zygote] = set()
+        self._lock = threading.Lock()
+        self._owner_pid = os.getpid()
+        self._closed = False
+        self._tmp_base = tempfile.mkdtemp(prefix="selfevolve-sandbox-")
+        os.chmod(self._tmp_base, 0o711)  # job uids must traverse it to reach their own directory
+        atexit.register(_close_pool_at_exit, weakref.ref(self))
+
+    # -- zygote management
+    def _spawn(self) -> _Zygote:
+        z = _Zygote(self.python, self.features, self.idle_timeout_s, self._tmp_base, self.audit)
+        with self._lock:
+            self._all.add(z)
+        return z
+
+    def _checkout(self) -> _Zygote:
+        if os.getpid() != self._owner_pid:
+            raise SandboxError("a SandboxPool cannot be used from a forked child process; create a new one")
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        while True:
+            with self._lock:
+                z = self._idle.pop() if self._idle else None
+            if z is None:
+                return self._spawn()
+            if z.alive() and time.monotonic() - z.last_used < self.idle_timeout_s - 5:
+                return z
+            self._discard(z)
+
+    def _checkin(self, z: _Zygote) -> None:
+        with self._lock:
+            if not self._closed and z.alive() and len(self._idle) < self.max_workers:
+                self._idle.append(z)
+                return
+        self._discard(z)
+
+    def _discard(self, z: _Zygote) -> None:
+        with self._lock:
+            self._all.discard(z)
+        z.kill()
+
+    def warm(self, n: int | None = None) -> None:
+        """Start ``n`` zygotes now (default ``max_workers``), in parallel."""
+        n = min(self.max_workers, n or self.max_workers)
+        with self._lock:
+            missing = n - len(self._all)
+        if missing <= 0:
+            return
+        with ThreadPoolExecutor(missing) as ex:
+            zs = list(ex.map(lambda _: self._spawn(), range(missing)))
+        for z in zs:
+            self._checkin(z)
+
+    # -- public
+    def run(self, job: CodeJob) -> SandboxResult:
+        """Run one job; see ``run_tests``."""
+        for attempt in range(2):
+            z = self._checkout()
+            try:
+                res = z.run(job, self._tmp_base)
+            except _ZygoteDied as exc:
+                self._discard(z)
+                if attempt == 1:
+                    return SandboxResult(status="error", detail=f"sandbox supervisor died: {exc}",
+                                         tests=[TestResult(index=i, source=_short(s, 2000), passed=False,
+                                                           error="sandbox supervisor died")
+                                                for i, s in enumerate(job.tests)])
+                continue
+            except BaseException:
+                self._discard(z)
+                raise
+            self._checkin(z)
+            return res
+        raise AssertionError("unreachable")
+
+    def run_batch(self, jobs: Sequence[CodeJob], workers: int = 0) -> list[SandboxResult]:
+        """Run ``jobs`` on up to ``workers`` zygotes (0 = pool size); results in input order."""
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        n = min(len(jobs), workers or self.max_workers)
+        if n <= 1:
+            return [self.run(j) for j in jobs]
+        self.warm(n)
+        with ThreadPoolExecutor(n, thread_name_prefix="sandbox") as ex:
+            return list(ex.map(self.run, jobs))
+
+    def capabilities(self) -> dict:
+        """``{"features": [...], "euid": int, "python": str}`` as probed by a zygote."""
+        z = self._checkout()
+        try:
+            return {"features": list(z.features), "euid": z.euid, "python": self.python,
+                    "isolation": ["rlimits", "audit", "scrubbed-env", "private-dir", *z.features]}
+        finally:
+            self._checkin(z)
+
+    def helper_pids(self) -> list[int]:
+        """Pids of the zygote processes this pool keeps (children of this process between jobs)."""
+        with self._lock:
+            return [z.proc.pid for z in self._all if z.alive()]
+
+    def close(self) -> None:
+        """Stop every zygote and remove the pool's temporary directory. Idempotent."""
+        if os.getpid() != self._owner_pid:
+            return
+        with self._lock:
+            self._closed = True
+            zs = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+        for z in zs:
+            z.close()
+        shutil.rmtree(self._tmp_base, ignore_errors=True)
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+    def __enter__(self) -> "SandboxPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close_pool_at_exit(ref: "weakref.ReferenceType[SandboxPool]") -> None:
+    pool = ref()
+    if pool is not None:
+        pool.close()
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_DEFAULT: SandboxPool | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_pool() -> SandboxPool:
+    """The process-wide pool used by ``run_tests``/``run_tests_batch`` (created on first use)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT._closed or _DEFAULT._owner_pid != os.getpid():
+            _DEFAULT = SandboxPool()
+        return _DEFAULT
+
+
+def shutdown_default_pool() -> None:
+    """Stop the default pool's zygotes (a later call starts new ones)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is not None:
+            _DEFAULT.close()
+            _DEFAULT = None
+
+
+def run_tests(job: CodeJob, pool: SandboxPool | None = None) -> SandboxResult:
+    """Run one untrusted program and its tests in the sandbox.
+
+    ``job``: a ``CodeJob`` (program, assert tests and/or io cases, ``timeout_s`` seconds,
+    ``memory_mb`` MiB). Returns a ``SandboxResult`` (never raises for anything the program does);
+    raises ``SandboxError`` if the sandbox cannot start at all. Typical overhead: ~3-5 ms per job
+    on a warm pool, plus the program's own run time.
+    """
+    return (pool or default_pool()).run(job)
+
+
+def run_tests_batch(jobs: Sequence[CodeJob], workers: int = 0, pool: SandboxPool | None = None) -> list[SandboxResult]:
+    """Run many jobs on a pool of ``workers`` sandbox supervisors (0 = one per core).
+
+    Returns one ``SandboxResult`` per job, in input order. Raises ``SandboxError`` only when the
+    sandbox cannot start.
+    """
+    return (pool or default_pool()).run_batch(jobs, workers)
+
+
+def sandbox_capabilities(pool: SandboxPool | None = None) -> dict:
+    """Which isolation features this machine gives the sandbox (probed at run time).
+
+    Returns ``{"features": [...], "euid": int, "python": str, "isolation": [...]}``; features are
+    a subset of ``ALL_FEATURES``.
+    """
+    return (pool or default_pool()).capabilities()
