@@ -6,3 +6,4 @@ from __future__ import annotations
 from selfevolve.stages import cli as _stages_cli  # noqa: F401
 from selfevolve.backends import cli as _backends_cli  # noqa: F401
 from selfevolve.verifiers import cli as _verifiers_cli  # noqa: F401
+from selfevolve.evaluation import cli as _evaluation_cli  # noqa: F401

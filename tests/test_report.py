@@ -1,0 +1,221 @@
+"""`selfevolve report`: plots, markdown and dvc-plots series from a campaign's outputs.
+
+The campaign tree is fake but written in the exact formats the stages write: metrics dicts with the
+keys of ``stages/sage.py``/``stages/train.py``/``mass/search.py``, pools as ``Question`` JSONL with
+``meta.pass_rate`` (``rewards``), MASS ``search.json`` as a real ``SearchResult`` dump.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import yaml
+
+from selfevolve.config import default_params_dict
+from selfevolve.evaluation.report import FIGURES, SERIES, build_report
+from selfevolve.records import MathSpec, Question, write_json, write_jsonl
+
+CYCLES = ["c1", "c2"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _write_params(root: Path, campaign: str = "report-test", mass_enabled: bool = True) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    p = default_params_dict()
+    p["campaign"] = campaign
+    p["cycles"] = {"c1": {"init": "base"}, "c2": {"init": "c1"}}
+    p["mass"]["enabled"] = mass_enabled
+    p["evaluation"]["benchmarks"] = [{"name": "heldout", "limit": 40, "k": 1}, {"name": "gsm8k", "limit": 20, "k": 4}]
+    (root / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+
+
+def _question(i: int, level: int, source: str, cycle: int | None, pass_rate: float | None, measured_in: str | None) -> Question:
+    meta = {}
+    if pass_rate is not None:
+        meta = {"pass_rate": pass_rate, "samples": 5, "measured_in": measured_in}
+    return Question(id=f"{source.split(':')[0]}-{i:04d}", domain="math", text=f"Compute {i} + {level * 7}.",
+                    spec=MathSpec(answer=str(i + level * 7)), level=level, source=source, cycle=cycle, meta=meta)
+
+
+def _search_json(cycle_index: int, fitness: list[float]) -> dict:
+    """A ``SearchResult`` as ``run_mass_stage`` writes it: single-agent reference, a champion and
+    one history record per generation."""
+    from selfevolve.mass.design import planner_solver, single_agent
+    from selfevolve.mass.search import DesignEvaluation, SearchResult
+
+    def ev(design, gen, fit, origin):
+        return DesignEvaluation(design=design, design_id=design.design_id, domain="math", generation=gen, origin=origin,
+                                fitness=fit, quality=fit, accuracy=fit, judged_score=None, n_runs=16, n_verified=16,
+                                completed_rate=1.0, mean_output_tokens=40.0 + gen, accuracy_per_1k_tokens=fit / 0.04)
+
+    ref = ev(single_agent("math"), 0, 0.25 + 0.05 * cycle_index, "seed")
+    champ = ev(planner_solver("math"), len(fitness) - 1, fitness[-1], "seed")
+    history = [{"domain": "math", "generation": g, "champion": champ.design_id, "champion_fitness": f, "champion_accuracy": f,
+                "champion_accuracy_per_1k_tokens": f / 0.04, "champion_mean_output_tokens": 40.0, "best_child_fitness": f,
+                "population": [champ.design_id, ref.design_id], "population_fitness": [f, ref.fitness], "children": 2,
+                "rejected_total": 1, "model_accepted": 0, "model_merges": 0} for g, f in enumerate(fitness)]
+    res = SearchResult(champions={"math": champ.design}, champion_evaluations={"math": champ}, evaluated=[ref, champ],
+                       history=history, rejected=[{"domain": "math", "generation": "1", "origin": "model", "reason": "no <design> block"}],
+                       seed=cycle_index)
+    return res.model_dump(mode="json")
+
+
+def build_fake_campaign(root: Path, mass_enabled: bool = True) -> Path:
+    """A 2-cycle campaign's outputs under ``root`` (see module docstring)."""
+    rng = random.Random(0)
+    _write_params(root, mass_enabled=mass_enabled)
+    # base: seed pool (levels 1-5, no pass rates yet), held-out and gsm8k evaluation of the base model
+    pool = [_question(i, 1 + i % 5, "seed:arith", None, None, None) for i in range(50)]
+    write_jsonl(root / "data/cycles/base/pool.jsonl", pool)
+    write_json(root / "metrics/base/seeds.json", {"pool": 50, "val": 20, "heldout": 40, "stage_seconds": 0.1})
+    accs = {"base": 0.20, "c1": 0.35, "c2": 0.45}
+    for c in ["base", *CYCLES]:
+        a = accs[c]
+        write_json(root / f"metrics/{c}/evaluate.json", {
+            "heldout_n": 40, "heldout_samples": 40, "heldout_accuracy": a, "heldout_pass_at_1": a, "heldout_answered_rate": 0.9,
+            "heldout_truncated_rate": 0.05, "heldout_mean_output_tokens": 31.5, "heldout_accuracy_level_1": min(1.0, a + 0.4),
+            "heldout_accuracy_level_5": a / 2, "gsm8k_n": 20, "gsm8k_samples": 80, "gsm8k_accuracy": a / 4,
+            "gsm8k_pass_at_1": a / 4, "gsm8k_pass_at_4": a / 2, "stage_seconds": 3.2})
+    for idx, c in enumerate(CYCLES, 1):
+        measured = [q.model_copy(deep=True) for q in pool]
+        for q in measured:
+            q.meta.update(pass_rate=round(max(0.0, 1 - 0.2 * q.level + rng.uniform(-0.1, 0.1)), 2), samples=5, measured_in=c)
+        new = [_question(1000 * idx + i, 3 + i % 4, "challenger", idx, round(rng.uniform(0, 0.6), 2), c) for i in range(6 + 4 * idx)]
+        pool = measured + new
+        write_jsonl(root / f"data/cycles/{c}/pool.jsonl", pool)
+        write_json(root / f"metrics/{c}/challenge.json", {"challenger_rollouts": 48, "challenger_parsed_rate": 0.8,
+                                                          "challenger_spec_valid_rate": 0.7, "challenger_format_reward": 0.85})
+        write_json(root / f"metrics/{c}/critic_questions.json", {"critic_question_pass_rate": 0.3 + 0.1 * idx,
+                                                                 "critic_question_mean_score": 0.6, "critic_question_format_reward": 0.9,
+                                                                 "questions_scored": 40, "questions_accepted": 12 + 4 * idx})
+        write_json(root / f"metrics/{c}/critic_plans.json", {"critic_plan_pass_rate": 0.5 + 0.1 * idx, "critic_plan_mean_score": 0.55,
+                                                             "plans_scored": 60})
+        write_json(root / f"metrics/{c}/verify.json", {"solver_accuracy": 0.3 + 0.1 * idx, "questions_with_a_correct_sample": 0.6,
+                                                       "groups_with_reward_spread": 0.4})
+        write_json(root / f"metrics/{c}/rewards.json", {
+            "reward_challenger": 0.5 + 0.05 * idx, "reward_planner": 0.6, "reward_solver": 0.4 + 0.1 * idx, "reward_critic": 0.9,
+            "pool_size": len(pool), "pool_growth": len(new), "pool_duplicates_removed": 1, "pool_challenger_questions": sum(q.source == "challenger" for q in pool),
+            "pool_mean_pass_rate": 0.45, "solver_groups_with_spread": 0.5, "stage_seconds": 0.4})
+        write_json(root / f"metrics/{c}/train_rl.json", {"steps": 60, "best_step": 40, "best_val_accuracy": 0.3 + 0.1 * idx,
+                                                         "initial_val_accuracy": 0.25, "rl_trained": 1})
+        mass_dir = root / f"data/cycles/{c}/mass"
+        if mass_enabled:
+            write_json(mass_dir / "search.json", _search_json(idx, [0.3 + 0.1 * idx, 0.35 + 0.1 * idx, 0.4 + 0.1 * idx]))
+            write_json(root / f"metrics/{c}/mass_search.json", {
+                "mass_questions": float(len(pool)), "mass_trajectories": 40.0, "mass_trajectories_kept": 12.0,
+                "mass_designs_evaluated": 9.0, "mass_rejected": 3.0, "mass_math_fitness": 0.4 + 0.1 * idx,
+                "mass_math_accuracy": 0.4 + 0.1 * idx, "mass_math_single_agent_fitness": 0.25 + 0.05 * idx,
+                "mass_math_champion_is_single_agent": 0.0, "mass_model_proposals_accepted": 0.0})
+        else:
+            write_json(mass_dir / "search.json", {"enabled": False})
+            write_json(root / f"metrics/{c}/mass_search.json", {"mass_enabled": 0})
+    return root
+
+
+def _check_pngs(result: dict) -> None:
+    assert set(result["figures"]) == set(FIGURES)
+    for name, path in result["figures"].items():
+        assert path.is_file() and path.stat().st_size > 5_000, name
+        assert path.read_bytes()[:8] == PNG_MAGIC, name
+
+
+def test_report_renders_every_plot_from_campaign_outputs(tmp_path):
+    root = build_fake_campaign(tmp_path / "campaign")
+    result = build_report(root, track=False)
+    out = root / "reports"
+    _check_pngs(result)
+    md = result["report"].read_text()
+    assert result["report"] == out / "report.md"
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert sorted(links) == sorted(fname for fname, _ in FIGURES.values())
+    assert all((out / link).is_file() for link in links)
+    # per-cycle table: one row per cycle, with the benchmark and training columns
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert rows[0].startswith("| cycle | heldout pass@1 | gsm8k pass@1 | gsm8k pass@4 | pool |")
+    assert [r.split("|")[1].strip() for r in rows[1:]] == ["base", "c1", "c2"]
+    assert "| c2 | 0.450 | 0.113 | 0.225 |" in md
+    assert "MASS math fitness" in rows[0]
+    assert "## Missing data" not in md  # everything was there
+
+    # dvc plots series: JSON lists with the documented fields
+    series = {name: json.loads((out / f"{name}.json").read_text()) for name in SERIES}
+    assert [r["cycle"] for r in series["benchmarks"]] == ["base", "c1", "c2"]
+    assert [r["step"] for r in series["benchmarks"]] == [0, 1, 2]
+    assert series["benchmarks"][2]["heldout_accuracy"] == 0.45 and series["benchmarks"][0]["gsm8k_pass_at_4"] == 0.1
+    pool = {r["cycle"]: r for r in series["pool"]}
+    assert pool["base"]["pool_size"] == 50 and pool["base"]["mean_pass_rate"] is None and pool["base"]["level_1"] == 10
+    assert pool["c2"]["pool_size"] == 50 + 10 + 14 and pool["c2"]["challenger_questions"] == 24
+    assert all(f"level_{lv}" in r for r in series["pool"] for lv in range(1, 7))
+    assert abs(sum(r["fraction"] for r in series["pool_levels"] if r["cycle"] == "c1") - 1.0) < 1e-6
+    assert {r["cycle"] for r in series["pool_pass_rates"]} == {"c1", "c2"}
+    assert [r["critic_question_pass_rate"] for r in series["critic"]] == [0.4, 0.5]
+    assert [r["cycle"] for r in series["rewards"]] == ["c1", "c2"] and series["rewards"][1]["reward_solver"] == 0.6
+    mass = {r["cycle"]: r for r in series["mass"]}
+    assert mass["c2"]["math_champion_fitness"] == 0.6 and mass["c2"]["math_single_agent_fitness"] == 0.35
+    assert len(series["mass_history"]) == 6
+
+
+def test_report_with_missing_data_says_so_and_does_not_crash(tmp_path):
+    root = tmp_path / "empty"
+    root.mkdir()
+    _write_params(root, campaign="empty-campaign")
+    result = build_report(root, out_dir=tmp_path / "out", track=False)
+    _check_pngs(result)
+    md = result["report"].read_text()
+    assert "## Missing data" in md and "pool.jsonl: missing" in md
+    assert all(json.loads(p.read_text()) == [] for p in result["series"].values())
+    assert "| base | - |" in md
+
+
+def test_report_mass_disabled_and_partial_campaign(tmp_path):
+    """MASS off and cycle c2 not run yet: the MASS plot says MASS is disabled, c2 shows as missing."""
+    import shutil
+
+    root = build_fake_campaign(tmp_path / "campaign", mass_enabled=False)
+    shutil.rmtree(root / "metrics" / "c2")
+    shutil.rmtree(root / "data" / "cycles" / "c2")
+    result = build_report(root, track=False)
+    _check_pngs(result)
+    series = json.loads((root / "reports" / "mass.json").read_text())
+    assert series == []
+    md = result["report"].read_text()
+    assert "metrics/c2: no metrics files" in md
+    assert [r["cycle"] for r in json.loads((root / "reports" / "benchmarks.json").read_text())] == ["base", "c1"]
+
+
+def test_report_command_logs_to_mlflow_idempotently(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+    from typer.testing import CliRunner
+
+    from selfevolve.cli import app
+    from selfevolve.tracking import tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    root = build_fake_campaign(tmp_path / "campaign")
+    runner = CliRunner()
+    for _ in range(2):
+        res = runner.invoke(app, ["report", "--root", str(root)])
+        assert res.exit_code == 0, res.output
+    assert "report.md" in res.stdout and "benchmarks.png" in res.stdout
+    client = MlflowClient(tracking_uri=tracking_uri(root))
+    exp = client.get_experiment_by_name("report-test")
+    runs = client.search_runs([exp.experiment_id], filter_string="tags.`selfevolve.stage` = 'report'")
+    assert len(runs) == 1  # replaced, not duplicated
+    run = runs[0]
+    history = client.get_metric_history(run.info.run_id, "heldout_accuracy")
+    assert sorted((m.step, m.value) for m in history) == [(0, 0.2), (1, 0.35), (2, 0.45)]
+    arts = {a.path for a in client.list_artifacts(run.info.run_id, "report")}
+    assert {"report/report.md", "report/benchmarks.png", "report/mass_fitness.png", "report/benchmarks.json"} <= arts
+
+
+def test_report_command_fails_cleanly_without_params(tmp_path):
+    from typer.testing import CliRunner
+
+    from selfevolve.cli import app
+
+    res = CliRunner().invoke(app, ["report", "--root", str(tmp_path), "--no-track"])
+    assert res.exit_code == 2
+    assert "params.yaml" in res.output and "not found" in res.output
