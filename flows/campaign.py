@@ -27,6 +27,7 @@ def campaign(cycles: int = 2, root: str = str(stages.ROOT)) -> dict:
     stages.evaluate_base(root=root)
     for name in names[:cycles]:
         cycle(name=name, root=root)
+    stages.report(root=root)
     summary = campaign_summary(root, names[:cycles])
     get_run_logger().info("campaign finished:\n%s", summary["table"])
     return summary

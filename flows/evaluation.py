@@ -16,4 +16,5 @@ def evaluation(cycles: list[str] | None = None, root: str = str(stages.ROOT)) ->
     stages.evaluate_base(root=root)
     for c in names:
         stages.evaluate(cycle=c, root=root)
+    stages.report(root=root)
     return names

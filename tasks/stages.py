@@ -15,15 +15,14 @@ from prefect import get_run_logger, task
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def reproduce(stage_id: str, root: str | Path = ROOT) -> str:
-    """Run ``dvc repro --single-item <stage_id>`` in ``root``, streaming its output to the Prefect
-    log. Raises ``RuntimeError`` (with the last lines of output) when the stage fails."""
+def run_logged(args: list[str], root: str | Path, what: str) -> None:
+    """Run ``args`` in ``root`` with the venv on PATH, streaming output to the Prefect log.
+    Raises ``RuntimeError`` (with the last lines of output) on a non-zero exit."""
     logger = get_run_logger()
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("DVC_NO_ANALYTICS", "1")
-    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "--single-item", stage_id], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail: list[str] = []
     for line in proc.stdout:  # type: ignore[union-attr]
         line = line.rstrip()
@@ -31,7 +30,12 @@ def reproduce(stage_id: str, root: str | Path = ROOT) -> str:
             logger.info(line)
         tail = (tail + [line])[-30:]
     if proc.wait() != 0:
-        raise RuntimeError(f"stage {stage_id} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+
+
+def reproduce(stage_id: str, root: str | Path = ROOT) -> str:
+    """``dvc repro --single-item <stage_id>`` in ``root`` (skipped by DVC when nothing changed)."""
+    run_logged([sys.executable, "-m", "dvc", "repro", "--single-item", stage_id], root, f"stage {stage_id}")
     return stage_id
 
 
@@ -59,6 +63,15 @@ datasets = _stage_task("datasets")
 train_rl = _stage_task("train_rl")
 train_sft = _stage_task("train_sft")
 evaluate = _stage_task("evaluate")
+
+
+
+@task(name="report", retries=1, retry_delay_seconds=5)
+def report(root: str = str(ROOT)) -> str:
+    """``selfevolve report``: plots and markdown for the campaign so far (reports/), logged to MLflow."""
+    run_logged([str(Path(sys.executable).parent / "selfevolve"), "report", "--root", root], root, "report")
+    return f"{root}/reports/report.md"
+
 
 CYCLE_TASKS = [challenge, critic_questions, plan, critic_plans, solve, verify, rewards, mass_search, datasets, train_rl,
                train_sft, evaluate]

@@ -34,7 +34,8 @@ def solve_and_grade(backend: Backend, questions: list[Question], params: Params,
 
     Returns (rows, metrics). ``rows``: one dict per question with ``id``, ``level``, ``domain``,
     ``completions``, ``answers``, ``correct`` (list of 0/1). ``metrics``: ``n``, ``accuracy``
-    (mean over all samples), ``pass@1``, ``pass@k`` for k = n when n > 1, and ``accuracy_level_<L>``.
+    (mean over all samples), ``pass_at_1``, ``pass_at_<n>`` when n > 1, and ``accuracy_level_<L>``
+    (names MLflow accepts as metric keys).
     """
     from selfevolve.stages.common import verify_answers
 
@@ -57,10 +58,10 @@ def solve_and_grade(backend: Backend, questions: list[Question], params: Params,
                      "output_tokens": [c.output_tokens for c in cs]})
         i += len(cs)
     metrics = {"n": len(rows), "accuracy": fmean(c for r in rows for c in r["correct"]),
-               "pass@1": fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), 1) for r in rows),
+               "pass_at_1": fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), 1) for r in rows),
                "mean_output_tokens": fmean(t for r in rows for t in r["output_tokens"])}
     if n > 1:
-        metrics[f"pass@{n}"] = fmean(pass_at_k(n, int(sum(r["correct"])), n) for r in rows)
+        metrics[f"pass_at_{n}"] = fmean(pass_at_k(n, int(sum(r["correct"])), n) for r in rows)
     by_level = defaultdict(list)
     for r in rows:
         if r["level"] is not None:
