@@ -1,0 +1,123 @@
+"""Generation throughput of the transformers backend: batched vs one prompt at a time.
+
+Generates greedily for the same prompts (role prompts rendered from the arithmetic seed
+generator, of varied lengths) twice with ``HFBackend``:
+
+- *batched*: one ``chat`` call with every prompt (left-padded micro-batches sorted by length);
+- *sequential*: one ``chat`` call per prompt.
+
+Both use the same ``max_new_tokens``, the same model and ``torch.set_num_threads(--threads)``.
+Prints output tokens per second for both, the ratio (goal: >= 4x on 2 cores) and whether the
+greedy texts agree between the two modes (they must: left padding is exact).
+
+Usage::
+
+    python benchmarks/bench_generation_throughput.py                 # models/base if built, else a fresh tiny model
+    python benchmarks/bench_generation_throughput.py --model models/base --prompts 64 --max-new-tokens 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Before torch loads OpenMP: idle OpenMP threads sleep instead of spinning. On a 2-core machine shared
+# with other jobs, spinning teams of 2 threads made generation ~10x slower (measured); set
+# OMP_WAIT_POLICY=ACTIVE in the environment to measure the spinning behaviour instead.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def prompts(n: int, seed: int = 0) -> list[list[dict[str, str]]]:
+    from selfevolve.seeds.transcripts import arith_transcripts
+
+    return [t[:-1] for t in arith_transcripts(n, seed=seed)]  # drop the assistant turn
+
+
+def build_model(path: Path) -> Path:
+    from selfevolve.seeds.transcripts import arith_transcripts
+    from selfevolve.tinymodel import save_untrained
+
+    corpus = [m["content"] for t in arith_transcripts(300) for m in t]
+    return save_untrained(path, corpus)
+
+
+def run(backend, convs, sampling, one_by_one: bool) -> tuple[list, float, int]:
+    t0 = time.perf_counter()
+    if one_by_one:
+        out = [backend.chat([c], sampling)[0] for c in convs]
+    else:
+        out = backend.chat(convs, sampling)
+    seconds = time.perf_counter() - t0
+    tokens = sum(c.output_tokens for comps in out for c in comps)
+    return out, seconds, tokens
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="model directory (default: models/base if it exists, else a fresh untrained tiny model)")
+    ap.add_argument("--prompts", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--batch-size", type=int, default=32, help="HFBackend micro-batch size for the batched run")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for both runs")
+    ap.add_argument("--repeats", type=int, default=1, help="timed repetitions of each mode (best is reported)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from selfevolve.backends.base import SamplingConfig
+    from selfevolve.backends.hf import HFBackend
+
+    torch.set_num_threads(args.threads)
+    tmp = None
+    if args.model:
+        model = Path(args.model)
+    elif (ROOT / "models" / "base" / "config.json").is_file():
+        model = ROOT / "models" / "base"
+    else:
+        tmp = tempfile.TemporaryDirectory()
+        model = build_model(Path(tmp.name) / "tiny")
+    backend = HFBackend(model, device="cpu", batch_size=args.batch_size)
+    convs = prompts(args.prompts)
+    lens = [len(x) for x in backend.encode(convs)]
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens)
+    backend.chat(convs[:4], sampling)  # warm-up (first-call allocations)
+
+    best = {}
+    outs = {}
+    for mode in ("batched", "sequential"):
+        for _ in range(args.repeats):
+            out, seconds, tokens = run(backend, convs, sampling, one_by_one=(mode == "sequential"))
+            if mode not in best or seconds < best[mode][0]:
+                best[mode] = (seconds, tokens)
+            outs[mode] = out
+    stats = backend.last_stats
+    agree = sum(a[0].text == b[0].text for a, b in zip(outs["batched"], outs["sequential"]))
+    tps = {m: t / s for m, (s, t) in best.items()}
+    ratio = tps["batched"] / tps["sequential"]
+    n_params = sum(p.numel() for p in backend.model.parameters())
+    print(f"model: {model} ({n_params / 1e6:.2f} M parameters), threads: {torch.get_num_threads()}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    print(f"prompts: {len(convs)} (prompt tokens {min(lens)}-{max(lens)}, mean {sum(lens) / len(lens):.0f}), "
+          f"max_new_tokens: {args.max_new_tokens}, greedy, batch_size: {args.batch_size}")
+    for m in ("batched", "sequential"):
+        s, t = best[m]
+        print(f"{m:>10}: {t:6d} tokens in {s:7.2f} s = {tps[m]:8.1f} tokens/s")
+    print(f"ratio batched/sequential: {ratio:.1f}x (goal >= 4x)")
+    print(f"greedy texts identical in both modes: {agree}/{len(convs)}")
+    del stats
+    if tmp is not None:
+        tmp.cleanup()
+    return 0 if agree == len(convs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

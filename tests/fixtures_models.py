@@ -1,0 +1,81 @@
+"""Model fixtures shared by test modules (import the fixture names into a test module to use them).
+
+``tiny_model_dir``: an untrained tiny Llama + tokenizer (chat template included) built with
+``selfevolve.tinymodel.save_untrained`` from a few hundred rendered role transcripts, in seconds.
+
+``varied_tiny_model_dir``: the same model with its weight matrices redrawn at a larger standard
+deviation (0.15 instead of the 0.02 init). A freshly initialised model's logits are nearly flat,
+so greedy decoding repeats one token whatever the prompt, which makes padding, stop-string and
+seeding tests vacuous. With the larger weights the output depends strongly on every prompt token
+and position (and sometimes ends with EOS), so a wrong attention mask or position id changes the
+text (checked: dropping the padding mask fails the backend's left-padding test).
+
+Each is built once per session (modules importing the fixture share the directory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def _corpus(n_transcripts: int = 300, seed: int = 0) -> list[str]:
+    from selfevolve.seeds.transcripts import arith_transcripts
+
+    return [m["content"] for t in arith_transcripts(n_transcripts, seed=seed) for m in t]
+
+
+def build_tiny_model(path: Path, seed: int = 0, weight_std: float | None = None) -> Path:
+    """Build the test model into ``path``; with ``weight_std`` redraw every weight matrix from
+    N(0, weight_std) (see module docstring). Returns ``path``."""
+    from selfevolve.tinymodel import save_untrained
+
+    save_untrained(path, _corpus(seed=seed), seed=seed)
+    if weight_std is not None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(path)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() >= 2:
+                    p.copy_(torch.randn(p.shape, generator=g) * weight_std)
+        model.save_pretrained(path)
+    (path / ".complete").write_text("ok")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """Directory of an untrained tiny Llama model with a chat template."""
+    path = tmp_path_factory.getbasetemp() / "tiny-model"
+    if not (path / ".complete").is_file():
+        build_tiny_model(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def varied_tiny_model_dir(tmp_path_factory) -> Path:
+    """Directory of the tiny model with large random weights (prompt-sensitive greedy output)."""
+    path = tmp_path_factory.getbasetemp() / "tiny-model-varied"
+    if not (path / ".complete").is_file():
+        build_tiny_model(path, weight_std=0.15)
+    return path
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Run a module's tiny-model generations on one intra-op thread, restoring the previous count.
+
+    On these 2-core machines other test processes run concurrently; OpenMP teams of 2 threads
+    spin-waiting on oversubscribed cores make each tiny forward pass tens of times slower, while one
+    thread loses nothing on a model this small. Use with ``pytestmark = pytest.mark.usefixtures(...)``.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -1,0 +1,389 @@
+"""``selfevolve serve`` and the OpenAI-compatible backend.
+
+A real ``selfevolve serve`` subprocess (127.0.0.1, free port) is queried by ``OpenAIBackend``;
+retries, error handling, ``n`` fallbacks and the concurrency limit are checked against a small
+scripted ``http.server`` on 127.0.0.1; the server's batching worker and error paths run in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from fixtures_models import one_torch_thread, varied_tiny_model_dir  # noqa: F401  (fixtures)
+from selfevolve.backends.base import Backend, Completion, SamplingConfig
+from selfevolve.backends.openai_backend import OpenAIBackend, backoff_delay, split_tokens
+
+GREEDY = dict(temperature=0.0)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------- real server
+@pytest.fixture(scope="module")
+def server(varied_tiny_model_dir, tmp_path_factory):  # noqa: F811
+    """``selfevolve serve TINY --port P`` in a subprocess; yields its base URL; SIGTERM then kill."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    # one intra-op thread: the server shares 2 cores with this test process (OpenMP spin-waiting with
+    # more threads than cores turns 0.1 s generations into 10 s ones)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1",
+               OMP_WAIT_POLICY="PASSIVE")
+    cmd = [sys.executable, "-c", "from selfevolve.cli import app; app()", "serve", str(varied_tiny_model_dir),
+           "--port", str(port), "--model-name", "tiny", "--device", "cpu", "--threads", "1", "--log-level", "warning"]
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"selfevolve serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{base}/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                pytest.fail(f"selfevolve serve not healthy after 120 s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def local_hf(varied_tiny_model_dir):  # noqa: F811
+    from selfevolve.backends.hf import HFBackend
+
+    return HFBackend(varied_tiny_model_dir, device="cpu")
+
+
+def test_health_and_models(server):
+    assert httpx.get(f"{server}/health").json() == {"status": "ok", "model": "tiny"}
+    models = httpx.get(f"{server}/v1/models").json()
+    assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["tiny"]
+
+
+def test_raw_chat_completion_schema(server):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "Compute 2 + 2."}]}],
+            "max_tokens": 6, "n": 2, "temperature": 0, "stop": "\x00none", "seed": 1}
+    r = httpx.post(f"{server}/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["object"] == "chat.completion" and data["model"] == "tiny" and data["id"].startswith("chatcmpl-")
+    assert isinstance(data["created"], int)
+    assert [c["index"] for c in data["choices"]] == [0, 1]
+    for c in data["choices"]:
+        assert c["message"]["role"] == "assistant" and isinstance(c["message"]["content"], str)
+        assert c["finish_reason"] in ("stop", "length")
+    u = data["usage"]
+    assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] and u["prompt_tokens"] > 0
+
+
+def test_server_errors(server):
+    r = httpx.post(f"{server}/v1/chat/completions", json={"model": "other", "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 404 and "tiny" in r.json()["error"]["message"]
+    r = httpx.post(f"{server}/v1/chat/completions", json={"messages": []})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.post(f"{server}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "temperature": -1})
+    assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
+    r = httpx.post(f"{server}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "stream": True})
+    assert r.status_code == 400
+
+
+def test_openai_backend_against_selfevolve_serve_matches_hf(server, local_hf):
+    from selfevolve.seeds.transcripts import arith_transcripts
+
+    convs = [t[:1] for t in arith_transcripts(6, seed=2)] + [user("hi")]
+    backend = OpenAIBackend(f"{server}/v1", "tiny", timeout_s=60, max_retries=1, max_concurrency=4)
+    try:
+        s = SamplingConfig(max_new_tokens=10, n=2, **GREEDY)
+        got = backend.chat(convs, s)
+        want = local_hf.chat(convs, s)
+        assert [len(c) for c in got] == [2] * len(convs)
+        for g, w in zip(got, want):
+            assert [c.text for c in g] == [c.text for c in w]
+            assert [c.finish_reason for c in g] == [c.finish_reason for c in w]
+            assert g[0].prompt_tokens == w[0].prompt_tokens
+            assert sum(c.output_tokens for c in g) == sum(c.output_tokens for c in w)
+        assert backend.last_stats.requests == len(convs) and backend.last_stats.failed_prompts == 0
+        # stop strings and max_tokens go through the server
+        text = want[0][0].text
+        stop = text[len(text) // 2: len(text) // 2 + 2] if len(text) > 4 else "\x00"
+        cut = backend.chat([convs[0]], SamplingConfig(max_new_tokens=10, stop=[stop], **GREEDY))[0][0]
+        assert cut.text == local_hf.chat([convs[0]], SamplingConfig(max_new_tokens=10, stop=[stop], **GREEDY))[0][0].text
+        one = backend.chat([convs[1]], SamplingConfig(max_new_tokens=1, **GREEDY))[0][0]
+        assert one.output_tokens == 1 and one.finish_reason in ("length", "stop")
+        # seeded sampling is reproducible through the server
+        seeded = SamplingConfig(temperature=1.0, max_new_tokens=8, n=3, seed=11)
+        assert backend.chat(convs[:3], seeded) == backend.chat(convs[:3], seeded)
+    finally:
+        backend.close()
+
+
+# ---------------------------------------------------------------------------- scripted server
+class Scripted:
+    """Shared state of the scripted server: what to answer and what was seen."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.bodies: list[dict] = []
+        self.fail_first = 0          # answer the first k requests with fail_status
+        self.fail_status = 503
+        self.fail_content = None     # always fail requests whose last message has this content
+        self.reject_n = False        # 400 when n > 1
+        self.ignore_n = False        # one choice whatever n is
+        self.sleep_s = 0.0
+        self.retry_after = None
+
+
+def _make_handler(state: Scripted):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # keep test output clean
+            pass
+
+        def _send(self, status: int, payload: dict, headers: dict | None = None):
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with state.lock:
+                state.calls += 1
+                k = state.calls
+                state.bodies.append(body)
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            try:
+                if state.sleep_s:
+                    time.sleep(state.sleep_s)
+                content = body["messages"][-1]["content"]
+                if k <= state.fail_first or content == state.fail_content:
+                    headers = {"Retry-After": str(state.retry_after)} if state.retry_after is not None else None
+                    return self._send(state.fail_status, {"error": {"message": "scripted failure"}}, headers)
+                n = body.get("n", 1)
+                if state.reject_n and n > 1:
+                    return self._send(400, {"error": {"message": "n must be 1"}})
+                n_out = 1 if state.ignore_n else n
+                choices = [{"index": i, "message": {"role": "assistant", "content": f"{content}#{body.get('seed')}#{i}"},
+                            "finish_reason": "length" if body.get("max_tokens") == 1 else "stop"} for i in range(n_out)]
+                return self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                        "choices": choices,
+                                        "usage": {"prompt_tokens": 7, "completion_tokens": 5 * n_out, "total_tokens": 7 + 5 * n_out}})
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+    return Handler
+
+
+@pytest.fixture()
+def scripted():
+    state = Scripted()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(state))
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def fast_backend(url: str, **kw) -> OpenAIBackend:
+    kw = {"max_retries": 3, "backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 10, **kw}
+    return OpenAIBackend(url, "m", **kw)
+
+
+def test_retries_with_backoff_then_succeeds(scripted):
+    scripted.fail_first = 2
+    b = fast_backend(scripted.url)
+    out = b.chat([user("q")], SamplingConfig(max_new_tokens=4))
+    assert out == [[Completion(text="q#None#0", prompt_tokens=7, output_tokens=5, finish_reason="stop")]]
+    assert scripted.calls == 3
+    assert (b.last_stats.requests, b.last_stats.retries, b.last_stats.failed_prompts) == (3, 2, 0)
+
+
+def test_rate_limit_is_retried(scripted):
+    scripted.fail_first, scripted.fail_status, scripted.retry_after = 1, 429, 0
+    b = fast_backend(scripted.url)
+    assert b.chat([user("q")], SamplingConfig())[0][0].text == "q#None#0"
+    assert scripted.calls == 2
+
+
+def test_failing_prompt_yields_error_completion_not_batch_failure(scripted, caplog):
+    scripted.fail_content = "bad"
+    b = fast_backend(scripted.url, max_retries=2)
+    with caplog.at_level(logging.WARNING, logger="selfevolve.backends.openai_backend"):
+        out = b.chat([user("a"), user("bad"), user("c")], SamplingConfig(n=2))
+    assert [c.text for c in out[0]] == ["a#None#0", "a#None#1"]
+    assert out[1] == [Completion(text="", finish_reason="error")] * 2
+    assert [c.text for c in out[2]] == ["c#None#0", "c#None#1"]
+    assert b.last_stats.failed_prompts == 1
+    assert sum(1 for body in scripted.bodies if body["messages"][-1]["content"] == "bad") == 3  # 1 + 2 retries
+    assert any("failed after retries" in r.message for r in caplog.records)
+
+
+def test_client_errors_are_not_retried(scripted):
+    scripted.fail_first, scripted.fail_status = 1, 401
+    b = fast_backend(scripted.url)
+    assert b.chat([user("q")], SamplingConfig())[0][0].finish_reason == "error"
+    assert scripted.calls == 1
+
+
+def test_connection_refused_gives_error_completions():
+    b = fast_backend(f"http://127.0.0.1:{free_port()}/v1", max_retries=1)
+    out = b.chat([user("q")], SamplingConfig(n=3))
+    assert [c.finish_reason for c in out[0]] == ["error"] * 3
+    assert b.last_stats.retries == 1
+
+
+def test_concurrency_limit_respected(scripted):
+    scripted.sleep_s = 0.15
+    b = fast_backend(scripted.url, max_concurrency=3)
+    out = b.chat([user(str(i)) for i in range(10)], SamplingConfig())
+    assert [o[0].text for o in out] == [f"{i}#None#0" for i in range(10)]
+    assert scripted.max_in_flight == 3
+    assert b.last_stats.max_in_flight == 3
+
+
+def test_request_fields_and_n_honoured(scripted):
+    b = fast_backend(scripted.url)
+    s = SamplingConfig(temperature=0.5, top_p=0.8, max_new_tokens=9, n=3, seed=4, stop=["</answer>"])
+    out = b.chat([user("q")], s)
+    assert [c.text for c in out[0]] == ["q#4#0", "q#4#1", "q#4#2"]
+    assert sum(c.output_tokens for c in out[0]) == 15 and all(c.prompt_tokens == 7 for c in out[0])
+    body = scripted.bodies[0]
+    assert (body["model"], body["temperature"], body["top_p"], body["max_tokens"], body["n"], body["seed"], body["stop"]) == (
+        "m", 0.5, 0.8, 9, 3, 4, ["</answer>"])
+    assert scripted.calls == 1
+    assert b.chat([user("q")], SamplingConfig(max_new_tokens=1))[0][0].finish_reason == "length"
+
+
+def test_server_ignoring_n_gets_repeated_requests(scripted):
+    scripted.ignore_n = True
+    b = fast_backend(scripted.url)
+    out = b.chat([user("q")], SamplingConfig(n=3, seed=10))
+    assert [c.text for c in out[0]] == ["q#10#0", "q#11#0", "q#12#0"]  # seed + k keeps repeats distinct
+    assert [body["n"] for body in scripted.bodies] == [3, 2, 1]
+
+
+def test_server_rejecting_n_falls_back_to_single_samples(scripted):
+    scripted.reject_n = True
+    b = fast_backend(scripted.url)
+    out = b.chat([user("q"), user("r")], SamplingConfig(n=2))
+    assert [len(o) for o in out] == [2, 2] and all(c.finish_reason == "stop" for o in out for c in o)
+    # each conversation asks for n=2 at most once (both may race before the switch), then one at a time
+    assert sum(body["n"] > 1 for body in scripted.bodies) <= 2
+    assert sum(body["n"] == 1 for body in scripted.bodies) == 4
+
+
+def test_backoff_and_token_split_helpers():
+    import random
+
+    rng = random.Random(0)
+    for attempt in range(6):
+        d = backoff_delay(attempt, 0.5, 4.0, rng)
+        cap = min(4.0, 0.5 * 2 ** attempt)
+        assert cap / 2 <= d <= cap
+    assert split_tokens(10, ["aaa", "a"]) in ([8, 2], [7, 3])
+    assert sum(split_tokens(11, ["ab", "abc", "a"])) == 11
+    assert split_tokens(4, ["", ""]) == [2, 2]
+    assert split_tokens(0, []) == []
+
+
+# ---------------------------------------------------------------------------- in-process app
+class FakeBackend(Backend):
+    """Records batch sizes; blocks the first call until released (to let requests queue up)."""
+
+    def __init__(self):
+        self.batches: list[int] = []
+        self.release = threading.Event()
+        self.fail = False
+
+    def chat(self, conversations, sampling):
+        if not self.batches:
+            self.release.wait(10)
+        self.batches.append(len(conversations))
+        if self.fail:
+            raise RuntimeError("boom")
+        return [[Completion(text=c[-1]["content"].upper(), prompt_tokens=3, output_tokens=2) for _ in range(sampling.n)]
+                for c in conversations]
+
+
+def test_worker_batches_queued_compatible_requests():
+    from selfevolve.backends.serve import GenerationWorker
+
+    fake = FakeBackend()
+    worker = GenerationWorker(fake, max_batch_prompts=8)
+    try:
+        greedy = SamplingConfig(temperature=0)
+        first = worker.submit([user("first")], greedy)
+        time.sleep(0.05)  # the worker is now blocked inside the first call
+        same = [worker.submit([user(f"g{i}")], greedy) for i in range(5)]
+        seeded = [worker.submit([user(f"s{i}")], SamplingConfig(temperature=1.0, seed=1)) for i in range(2)]
+        other = worker.submit([user("o")], SamplingConfig(temperature=0, max_new_tokens=3))
+        fake.release.set()
+        assert first.result(5)[0][0].text == "FIRST"
+        assert [f.result(5)[0][0].text for f in same] == [f"G{i}" for i in range(5)]
+        assert [f.result(5)[0][0].text for f in seeded] == ["S0", "S1"]
+        assert other.result(5)[0][0].text == "O"
+        # first alone; the five greedy ones together; seeded sampling one by one; the odd one alone
+        assert fake.batches == [1, 5, 1, 1, 1]
+    finally:
+        worker.stop()
+
+
+def test_app_reports_backend_failure_as_500():
+    from fastapi.testclient import TestClient
+
+    from selfevolve.backends.serve import create_app
+
+    fake = FakeBackend()
+    fake.release.set()
+    app = create_app(fake, "fake", model_path="/models/fake")
+    with TestClient(app) as client:
+        ok = client.post("/v1/chat/completions", json={"model": "/models/fake", "messages": [{"role": "user", "content": "hi"}], "n": 2})
+        assert ok.status_code == 200
+        assert [c["message"]["content"] for c in ok.json()["choices"]] == ["HI", "HI"]
+        assert ok.json()["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+        fake.fail = True
+        bad = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        assert bad.status_code == 500 and "boom" in bad.json()["error"]["message"]
