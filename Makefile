@@ -12,6 +12,7 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := true
 export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
+export OMP_WAIT_POLICY := PASSIVE
 export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PATH := $(CURDIR)/$(BIN):$(PATH)
