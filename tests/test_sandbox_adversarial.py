@@ -304,7 +304,7 @@ def test_no_process_left_after_timeouts_and_pool_close(host):
         jobs = [CodeJob(program="import time\ntime.sleep(100)\n", tests=["assert True"], timeout_s=1.0),
                 CodeJob(program="while True:\n    pass\n", tests=["assert True"], timeout_s=1.0)]
         for res in pool.run_batch(jobs):
-            assert res.status == "timeout"
+            assert res.status == "timeout", res
         assert_no_strays([pool, *host["pools"].values()], {host["victim"].pid})
         zygotes = pool.helper_pids()
         assert zygotes

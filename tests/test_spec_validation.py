@@ -167,14 +167,14 @@ def test_nondeterministic_programs_rejected(pool):
         code_q("import random\ndef f():\n    return random.randint(1, 10 ** 9)\n", ["assert f() > 0"]),
         code_q("import time\ndef f():\n    return time.perf_counter_ns()\n", ["assert f() >= 0"]),
         code_q("import random\nprint(random.random())\ndef f():\n    return 1\n", ["assert f() == 1"]),
-        code_q("import random\nprint(random.choice('ab'))\n", io_cases=[IOCase(stdin="", stdout="a")]),
+        code_q("import random\nprint(random.randint(1, 10 ** 9))\n", io_cases=[IOCase(stdin="", stdout="0")]),
         code_q("def f():\n    return id(object()) % 7 < 7 and [object()]\n", ["assert f()"]),
     ]
     checks = validate_specs_batch(qs, BANNED, pool=pool)
     assert [c.valid for c in checks[:3]] == [False, False, False], checks
     assert all(c.reason.startswith("nondeterministic") for c in checks[:3]), checks
-    # a random io program is either nondeterministic or failing, never valid
-    assert not checks[3].valid
+    # io specs are judged on their whole output: a random program fails (or differs between runs)
+    assert not checks[3].valid and ("fails its tests" in checks[3].reason or "nondeterministic" in checks[3].reason)
     # object addresses are masked, so this one is deterministic enough to be valid
     assert checks[4].valid, checks[4]
 

@@ -12,10 +12,10 @@ pristine copy of a clean interpreter in about a millisecond instead of ~15 ms fo
 interpreter. The zygote itself never runs untrusted code. ``run_tests_batch`` keeps one zygote per
 worker; each job is a separate fork:
 
-    pipeline ──socket──▶ zygote (root or the caller's uid, no untrusted code)
-                           └─ fork ─▶ C: setsid, unshare namespaces, mounts   (trusted setup)
-                                        └─ fork ─▶ G: pid 1 of a new pid namespace, drops the uid,
-                                                   rlimits, audit hook, then the program + tests
+    pipeline ──socket──▶ zygote: own network namespace, read-only mount tree (set up once)
+                           └─ fork ─▶ job: setsid, new mount + IPC namespace, fresh tmpfs /tmp,
+                                      rlimits, unprivileged uid, audit hook, then program + tests
+                                      (with a pid namespace, the job forks once more to be its pid 1)
 
 Isolation properties and how each is enforced (``SandboxResult.isolation`` lists what was active)
 --------------------------------------------------------------------------------------------------
@@ -24,7 +24,7 @@ Isolation properties and how each is enforced (``SandboxResult.isolation`` lists
 * time: wall-clock deadline enforced by the parent (``timeout_s`` + 0.25 s; the whole process
   group is SIGKILLed, and with a pid namespace everything in it dies with its pid 1) and
   ``RLIMIT_CPU`` = ceil(timeout_s) (the kernel SIGKILLs at the hard limit). Always.
-* memory: ``RLIMIT_AS`` = ``memory_mb`` (includes the ~40 MB interpreter). Always.
+* memory: ``RLIMIT_AS`` = ``memory_mb`` (includes the ~30 MB of the interpreter itself). Always.
 * processes and threads: ``RLIMIT_NPROC`` = 1, so ``fork``/``clone`` (threads too) fail with EAGAIN.
   The kernel ignores RLIMIT_NPROC for uid 0, so when the pipeline runs as root the job runs under
   a random unprivileged uid (feature ``uid``: ``setresuid`` to an id in [2e9, 2e9+2^20), or 65534
@@ -37,20 +37,25 @@ Isolation properties and how each is enforced (``SandboxResult.isolation`` lists
   and the caller's ``$HOME`` are hidden behind empty tmpfs mounts (the Python installation is
   bind-mounted back when it lives there). Without ``mount``: a private ``mkdtemp`` directory removed
   afterwards, plus the audit hook refusing writes, deletes, renames, chmods outside it.
-* network: feature ``net``: a new, empty network namespace (no interfaces but a down loopback).
-  Always, in addition: the audit hook refuses socket creation, connect, bind, DNS lookups, syslog.
-* other processes: feature ``pid``: a new pid namespace with its own ``/proc`` (the job cannot see
-  or signal anything outside; the parent's pid is 0). Feature ``uid`` also makes other uids'
-  processes unsignalable. Always: ``os.kill``/``os.killpg``/``pthread_kill`` are refused by the
-  audit hook and ``PR_SET_PDEATHSIG`` kills the job when its supervisor dies. Feature ``ipc``:
+* network: feature ``net``: the zygote's new, empty network namespace (only a loopback that is down),
+  shared by its jobs, which run one after another. Always, in addition: the audit hook refuses socket
+  creation, connect, bind, DNS lookups, syslog.
+* other processes: with feature ``uid`` (a fresh uid per job) the job cannot signal any other process,
+  cannot fork, and ``/proc`` is a private instance mounted ``hidepid=2`` (kernel >= 5.8) that shows
+  only its own process. Feature ``pid`` (used when jobs cannot get a uid of their own, e.g. in a user
+  namespace): a new pid namespace with its own ``/proc``; the parent's pid reads 0 and everything
+  left in the namespace dies with the job. Always: ``os.kill``/``os.killpg``/``pthread_kill`` are
+  refused by the audit hook and ``PR_SET_PDEATHSIG`` kills the job when its supervisor dies; a
+  zygote whose pipeline dies (its socket closes) kills its running job and exits. Feature ``ipc``:
   new SysV IPC namespace. ``PR_SET_NO_NEW_PRIVS`` is set, so setuid binaries grant nothing.
 * secrets: the environment is rebuilt from scratch (nothing from the pipeline's environment);
   ``/proc/<other pid>/environ`` is out of reach (pid namespace / other uid / audit hook).
 * output: stdout/stderr go to memfds capped by RLIMIT_FSIZE; ``stdout_tail``/``stderr_tail``
   return the last 4 KiB; per-case stdout for io cases is returned up to 1 MiB.
 
-Which features are available is probed once per zygote at run time, most to least isolated:
-as root: ``uid``, ``mount``, ``net``, ``pid``, ``ipc`` (namespaces via ``unshare(2)``); as another user:
+Which features are available is probed at run time (once per pool), most to least isolated:
+as root: ``uid``, ``mount``, ``net``, ``ipc`` (namespaces via ``unshare(2)``; ``pid`` only when the uid
+range is too narrow for a uid per job or the kernel predates per-mount ``hidepid``); as another user:
 the same namespaces inside a new *user* namespace when the kernel allows unprivileged user
 namespaces (feature ``userns``; then all capabilities are dropped before untrusted code runs), and
 otherwise none of them. Without namespaces the job still has the rlimits, the scrubbed environment,
@@ -100,7 +105,7 @@ Without the ``mount``/``uid`` features a program can read everything the pipelin
 from __future__ import annotations
 
 import atexit
-import itertools
+import logging
 import marshal
 import math
 import os
@@ -146,6 +151,7 @@ IO_OUTPUT_CAP = 1 << 20    # per io case stdout returned to the parent
 FSIZE_BYTES = 16 << 20     # RLIMIT_FSIZE: largest file (and captured stream) a job may write
 WALL_GRACE_S = 0.25        # wall deadline = timeout_s + grace
 _FRAME = struct.Struct("<I")
+_log = logging.getLogger(__name__)
 
 
 class SandboxError(RuntimeError):
@@ -308,8 +314,10 @@ _HARNESS_SOURCE = r'''
 import builtins as _B
 import os, sys, io, gc, ast, types, marshal, struct, select, socket, errno, resource, signal, random
 import ctypes
+import warnings
 
 _FRAME = struct.Struct("<I")
+sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]  # no cwd entry, before any import below
 _PRELOAD = ("math", "cmath", "re", "string", "collections", "collections.abc", "itertools",
             "functools", "heapq", "bisect", "operator", "copy", "typing", "fractions", "decimal",
             "statistics", "json", "datetime", "enum", "dataclasses", "textwrap", "array", "numbers",
@@ -487,52 +495,49 @@ _PROTECTED_IDS = _TRUSTED_IDS | frozenset((id(_STRICT_CHECK), id(_B.exit)))
 _WRAP_CALL_ARGS = frozenset(("abs", "round", "min", "max", "sum", "sorted", "divmod", "pow", "bool"))
 
 
-class _StrictTransformer(ast.NodeTransformer):
-    """Wrap the operands the strict-equality check must see (see module docstring of sandbox.py)."""
+def _strict_rewrite(tree, tag):
+    """Wrap, in place, the operands the strict-equality check must see (see the module docstring of
+    sandbox.py): comparison operands (not ``is``), arithmetic/unary/boolean operands, assert and
+    if/while/ternary conditions, and arguments of abs/round/min/max/sum/sorted/divmod/pow/bool.
+    One pass over ``ast.walk`` (children are listed before a node is changed, so the inserted calls
+    are not revisited); returns the set of names and imported modules the code mentions."""
+    Call, Constant, Starred = ast.Call, ast.Constant, ast.Starred
+    names = set()
 
-    def __init__(self, tag):
-        self.tag = tag
-
-    def w(self, node):
-        if isinstance(node, ast.Starred):
+    def w(node):
+        if isinstance(node, Starred):
             return node
-        return ast.copy_location(ast.Call(func=ast.Constant(self.tag), args=[node], keywords=[]), node)
+        ln, co = getattr(node, "lineno", 1), getattr(node, "col_offset", 0)
+        eln, eco = getattr(node, "end_lineno", ln), getattr(node, "end_col_offset", co)
+        f = Constant(tag, lineno=ln, col_offset=co, end_lineno=eln, end_col_offset=eco)
+        return Call(func=f, args=[node], keywords=[], lineno=ln, col_offset=co, end_lineno=eln, end_col_offset=eco)
 
-    def visit_Compare(self, node):
-        self.generic_visit(node)
-        if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-            return node
-        node.left = self.w(node.left)
-        node.comparators = [self.w(c) for c in node.comparators]
-        return node
-
-    def visit_BinOp(self, node):
-        self.generic_visit(node)
-        node.left, node.right = self.w(node.left), self.w(node.right)
-        return node
-
-    def visit_UnaryOp(self, node):
-        self.generic_visit(node)
-        node.operand = self.w(node.operand)
-        return node
-
-    def visit_BoolOp(self, node):
-        self.generic_visit(node)
-        node.values = [self.w(v) for v in node.values]
-        return node
-
-    def _test(self, node):
-        self.generic_visit(node)
-        node.test = self.w(node.test)
-        return node
-
-    visit_Assert = visit_If = visit_While = visit_IfExp = _test
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        if isinstance(node.func, ast.Name) and node.func.id in _WRAP_CALL_ARGS:
-            node.args = [self.w(a) for a in node.args]
-        return node
+    for node in ast.walk(tree):
+        t = type(node)
+        if t is ast.Name:
+            names.add(node.id)
+        elif t is ast.Compare:
+            if not all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                node.left = w(node.left)
+                node.comparators = [w(c) for c in node.comparators]
+        elif t is ast.BinOp:
+            node.left, node.right = w(node.left), w(node.right)
+        elif t is ast.UnaryOp:
+            node.operand = w(node.operand)
+        elif t is ast.BoolOp:
+            node.values = [w(v) for v in node.values]
+        elif t is ast.Assert or t is ast.If or t is ast.While or t is ast.IfExp:
+            node.test = w(node.test)
+        elif t is ast.Call:
+            if type(node.func) is ast.Name and node.func.id in _WRAP_CALL_ARGS:
+                node.args = [w(a) for a in node.args]
+        elif t is ast.Import:
+            for a in node.names:
+                names.add(a.name)
+                names.add(a.name.split(".")[0])
+        elif t is ast.ImportFrom and node.module:
+            names.add(node.module)
+    return names
 
 
 def _inject(code, tag, fn, _CT=types.CodeType):
@@ -548,23 +553,20 @@ def _inject(code, tag, fn, _CT=types.CodeType):
 
 
 def _compile_test(src, filename, strict):
+    """Compile trusted test code (strict: rewritten, with the checker injected as a constant).
+    Returns (code, names the code mentions)."""
     tree = ast.parse(src, filename, "exec")
     if strict:
         tag = "__selfevolve_strict_%s__" % os.urandom(8).hex()
-        tree = ast.fix_missing_locations(_StrictTransformer(tag).visit(tree))
-        import warnings
+        names = _strict_rewrite(tree, tag)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+            warnings.simplefilter("ignore")  # "'str' object is not callable" about the placeholder
             code = compile(tree, filename, "exec", dont_inherit=True)
-        return _inject(code, tag, _STRICT_CHECK)
-    return compile(tree, filename, "exec", dont_inherit=True)
+        return _inject(code, tag, _STRICT_CHECK), names
+    return compile(tree, filename, "exec", dont_inherit=True), _names_in(tree)
 
 
-def _names_in(src):
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return set()
+def _names_in(tree):
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -934,7 +936,7 @@ def _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid):
         if fd > 2 and fd != res_w:
             os.close(fd)
     os.closerange(3, res_w)
-    os.closerange(res_w + 1, 65536)
+    os.closerange(res_w + 1, min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 1 << 20))
     os.chdir(workdir)
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir,
            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8"}
@@ -1033,20 +1035,21 @@ def _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid):
         load_error = "program does not compile: " + describe(e)
     setup_code = None
     setup_error = None
+    names = set()
     if job["setup"].strip():
         try:
-            setup_code = _compile_test(job["setup"], "<setup>", strict)
+            setup_code, found = _compile_test(job["setup"], "<setup>", strict)
+            names |= found
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             setup_error = "setup does not compile: " + describe(e)
     tests = []
     for i, src in enumerate(job["tests"]):
         try:
-            tests.append((_compile_test(src, "<test %d>" % i, strict), None))
+            code, found = _compile_test(src, "<test %d>" % i, strict)
+            tests.append((code, None))
+            names |= found
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             tests.append((None, "test does not compile: " + describe(e)))
-    names = set()
-    for src in list(job["tests"]) + [job["setup"]]:
-        names |= _names_in(src)
     watched = [("builtins", _MOD_SNAP["builtins"])] + [(n, _MOD_SNAP[n]) for n in sorted(names)
                                                          if n in _MOD_SNAP and n != "builtins"]
     io_inputs = job["io"]
@@ -1325,6 +1328,8 @@ def _probe(cfg):
     wanted = set(cfg.get("features") or ())
     root = os.geteuid() == 0
     cfg["uid_wide"] = _uid_range_ok(2000000000, 2000000000 + (1 << 20))
+    if cfg.get("probed") is not None:  # another zygote of the same pool already found out
+        return sorted(set(cfg["probed"]) & wanted)
     order = ["mount", "uid", "net", "ipc", "pid"] if root else ["userns", "mount", "net", "ipc", "pid"]
     order = [f for f in order if f in wanted]
     if root and cfg["uid_wide"] and "uid" in order and "pid" in order and _kernel_at_least(5, 8):
@@ -1467,7 +1472,7 @@ class _Zygote:
     """One supervisor interpreter; serves one job at a time."""
 
     def __init__(self, python: str, features: Sequence[str], idle_timeout_s: float, tmp_base: str,
-                 audit: bool = True):
+                 audit: bool = True, probed: Sequence[str] | None = None):
         self.audit = audit
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._stderr = tempfile.TemporaryFile()
@@ -1484,7 +1489,7 @@ class _Zygote:
         finally:
             child.close()
         cfg = {"features": list(features), "idle_timeout_s": float(idle_timeout_s),
-               "home": os.path.realpath(os.path.expanduser("~")), "tmp": tmp_base}
+               "home": os.path.realpath(os.path.expanduser("~")), "tmp": tmp_base, "probed": probed}
         try:
             _send_msg(self.sock, cfg)
             self.sock.settimeout(60)
@@ -1751,7 +1756,8 @@ def _interpret(job: CodeJob, data: bytes, nonce: bytes, exit_msg: dict, timed_ou
         reason = _short(str(setup_err[1]), 600)
         return SandboxResult(status="error", tests=not_run(reason), detail=reason, **base)
     killed_by = -code if isinstance(code, int) and code < 0 else (code - 128 if isinstance(code, int) and code > 128 else None)
-    cpu_exceeded = killed_by in (9, 24) and cpu >= cpu_limit - 0.05
+    # SIGXCPU, or a SIGKILL we did not send after real CPU use: the kernel's RLIMIT_CPU hard limit
+    cpu_exceeded = killed_by == 24 or (killed_by == 9 and not exit_msg.get("killed") and cpu >= cpu_limit * 0.5)
     if timed_out or cpu_exceeded:
         reason = f"timeout: {'CPU' if cpu_exceeded and not timed_out else 'wall-clock'} limit of {job.timeout_s:g} s exceeded"
         return SandboxResult(status="timeout", tests=not_run(reason), detail=reason, **base)
@@ -1791,17 +1797,31 @@ class SandboxPool:
         self._idle: list[_Zygote] = []
         self._all: set[_Zygote] = set()
         self._lock = threading.Lock()
+        if not sys.platform.startswith("linux"):
+            raise SandboxError(f"the sandbox needs Linux (memfd, prctl, namespaces); this is {sys.platform}")
         self._owner_pid = os.getpid()
         self._closed = False
+        self._probed: list[str] | None = None
         self._tmp_base = tempfile.mkdtemp(prefix="selfevolve-sandbox-")
         os.chmod(self._tmp_base, 0o711)  # job uids must traverse it to reach their own directory
         atexit.register(_close_pool_at_exit, weakref.ref(self))
 
     # -- zygote management
     def _spawn(self) -> _Zygote:
-        z = _Zygote(self.python, self.features, self.idle_timeout_s, self._tmp_base, self.audit)
+        z = _Zygote(self.python, self.features, self.idle_timeout_s, self._tmp_base, self.audit, self._probed)
         with self._lock:
             self._all.add(z)
+            first = self._probed is None
+            if first:
+                self._probed = list(z.features)
+        if first and self.features:
+            missing = [f for f in ("mount", "net") if f in self.features and f not in z.features]
+            own_uid = "uid" in z.features or ("userns" in z.features and "pid" in z.features)
+            if missing or not own_uid:
+                _log.warning("sandbox: kernel isolation unavailable here (active: %s; missing: %s); untrusted code "
+                             "is contained by rlimits and the audit-hook policy only, which is not a security "
+                             "boundary. See selfevolve.verifiers.sandbox.", z.features or "none",
+                             missing + ([] if own_uid else ["uid or userns+pid"]))
         return z
 
     def _checkout(self) -> _Zygote:
