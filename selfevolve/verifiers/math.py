@@ -421,10 +421,19 @@ def _has_sympy(parsed: Sequence[Any]) -> bool:
     return any(not isinstance(x, str) for x in parsed)
 
 
-@lru_cache(maxsize=4096)
+def _cache_size() -> int:
+    try:
+        return max(0, int(os.environ.get("SELFEVOLVE_MATH_PARSE_CACHE", "4096")))
+    except ValueError:
+        return 4096
+
+
+@lru_cache(maxsize=_cache_size())
 def _parse_answer(answer: str) -> tuple:
     """Parse an (extracted or gold) answer string with math-verify; a tuple of candidates
-    (sympy objects and/or string fallbacks), empty when nothing is found. No time limit."""
+    (sympy objects and/or string fallbacks), empty when nothing is found. No time limit.
+    Cached per worker (gold answers and common predictions repeat across samples); the cache
+    size is ``$SELFEVOLVE_MATH_PARSE_CACHE`` entries (default 4096, 0 disables it)."""
     from math_verify import parse
 
     norm = normalize_answer(answer)
@@ -621,7 +630,7 @@ def _set_parent_death_signal() -> None:  # pragma: no cover - runs in a child pr
 
 def _zygote_main(ctrl_fd: int, memory_mb: int) -> None:  # pragma: no cover - runs in the zygote
     """The zygote: a clean interpreter (started with ``subprocess``, own session) that imports
-    and warms math-verify once, then forks a worker per request. Protocol on the control socket:
+    math-verify, warms it while idle, and forks a worker per request. Protocol on the control socket:
     it sends ``b"R"`` when ready; each ``b"F"`` from the parent is answered with the worker's pid
     (8 bytes) and one end of a new socketpair (``SCM_RIGHTS``). On EOF it SIGKILLs its workers and
     exits; workers die with it (``PR_SET_PDEATHSIG``), so nothing outlives the pipeline even when a
@@ -635,7 +644,13 @@ def _zygote_main(ctrl_fd: int, memory_mb: int) -> None:  # pragma: no cover - ru
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     ctrl = socket.socket(fileno=ctrl_fd)
     _prepare_process(0)
-    _warm_up()
+    try:
+        _grade_pair("1", "\\boxed{\\frac{2}{2}}", DEFAULT_ORDER)  # import everything math-verify uses
+    except Exception:
+        pass
+    # The rest of the warm-up runs a few pairs at a time while idle, so the first workers start
+    # at once (warming their own parser on real items) and later forks inherit a warm parser.
+    warm_todo = list(_WARMUP_PAIRS)
     children: set[int] = set()
 
     def reap() -> None:
@@ -652,9 +667,17 @@ def _zygote_main(ctrl_fd: int, memory_mb: int) -> None:  # pragma: no cover - ru
     try:
         ctrl.sendall(b"R")
         while True:
-            ready, _, _ = select.select([ctrl], [], [], 0.5)
+            ready, _, _ = select.select([ctrl], [], [], 0.02 if warm_todo else 0.5)
             reap()
             if not ready:
+                for gold, pred in warm_todo[:4]:
+                    try:
+                        _grade_pair(gold, pred, DEFAULT_ORDER)
+                    except Exception:
+                        pass
+                del warm_todo[:4]
+                if not warm_todo:
+                    _parse_answer.cache_clear()
                 continue
             req = ctrl.recv(1)
             if req != b"F":
@@ -686,7 +709,11 @@ def _zygote_main(ctrl_fd: int, memory_mb: int) -> None:  # pragma: no cover - ru
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        reap()
+        end = time.monotonic() + 3.0
+        while children and time.monotonic() < end:  # reap them (SIGKILL is prompt), bounded
+            reap()
+            if children:
+                time.sleep(0.01)
         os._exit(0)
 
 
