@@ -327,13 +327,14 @@ def test_killed_parent_leaves_no_zygote_or_job_behind(tmp_path):
         "from selfevolve.verifiers.sandbox import SandboxPool, CodeJob\n"
         "pool = SandboxPool(max_workers=2)\n"
         "pool.warm()\n"
-        "print(' '.join(map(str, pool.helper_pids())), flush=True)\n"
+        "print(pool._tmp_base, ' '.join(map(str, pool.helper_pids())), flush=True)\n"
         "jobs = [CodeJob(program='import time\\ntime.sleep(60)\\n', tests=['assert True'], timeout_s=60)] * 2\n"
         "threading.Thread(target=pool.run_batch, args=(jobs,), daemon=True).start()\n"
         "time.sleep(60)\n")
     owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
-        zygotes = [int(x) for x in owner.stdout.readline().split()]
+        tmp_base, *pids = owner.stdout.readline().split()
+        zygotes = [int(x) for x in pids]
         assert len(zygotes) == 2
         deadline = time.monotonic() + 20
         jobs: list[psutil.Process] = []
@@ -355,6 +356,10 @@ def test_killed_parent_leaves_no_zygote_or_job_behind(tmp_path):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+        if "tmp_base" in locals() and os.path.basename(tmp_base).startswith("selfevolve-sandbox-"):
+            import shutil
+
+            shutil.rmtree(tmp_base, ignore_errors=True)  # the killed owner could not remove it
 
 
 def _running(pid: int) -> bool:
