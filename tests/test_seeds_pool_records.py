@@ -93,3 +93,11 @@ def test_jsonl_roundtrip_and_errors(tmp_path):
     with pytest.raises(RecordFileError) as exc:
         read_jsonl(path, Question)
     assert exc.value.line == 3 and exc.value.field == "text" and ":3 field 'text'" in str(exc.value)
+
+
+def test_paper_ids_are_unique(bench_dir):
+    from selfevolve.seeds import paper
+
+    pool, val, held = paper.load(bench_dir, size=400, n_val=100, n_heldout=200)
+    ids = [q.id for q in pool + val + held]
+    assert len(ids) == len(set(ids))

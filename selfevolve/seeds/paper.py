@@ -29,10 +29,22 @@ def load(data_dir: str | Path, size: int = 500, n_val: int = 100, n_heldout: int
     gsm_pick = rng.sample(gsm_train, min(len(gsm_train), share + n_val))
     parts = [gsm_pick[:share], rng.sample(math_train, min(len(math_train), share)),
              rng.sample(humaneval, min(len(humaneval), share)), rng.sample(mbpp_train, min(len(mbpp_train), size - 3 * share))]
-    pool = [q.model_copy(update={"source": f"seed:{q.source.split(':')[-1]}"}) for part in parts for q in part]
+    pool = _prefixed([q for part in parts for q in part], seed_source=True)
     val_pool = gsm_pick[share:] + mbpp_val
     val = rng.sample(val_pool, min(n_val, len(val_pool)))
     gsm_test = load_benchmark("gsm8k", data_dir=data_dir)
     math500 = load_benchmark("math500", data_dir=data_dir)
     held = rng.sample(gsm_test, min(len(gsm_test), n_heldout // 2)) + rng.sample(math500, min(len(math500), n_heldout - n_heldout // 2))
-    return pool, val, held
+    return pool, _prefixed(val), _prefixed(held)
+
+
+def _prefixed(questions: list[Question], seed_source: bool = False) -> list[Question]:
+    """Prefix ids with their benchmark: ids collide across files (GSM8K line "601", MBPP task 601)."""
+    out = []
+    for q in questions:
+        bench = q.source.split(":")[-1]
+        update = {"id": f"{bench}-{q.id}"}
+        if seed_source:
+            update["source"] = f"seed:{bench}"
+        out.append(q.model_copy(update=update))
+    return out
