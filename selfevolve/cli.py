@@ -7,18 +7,11 @@ Each stage subcommand is what ``dvc.yaml`` runs and what the Prefect tasks repro
 
 from __future__ import annotations
 
-import os
-
 import typer
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("DO_NOT_TRACK", "true")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# torch's OpenMP threads spin while waiting; on 2 shared cores that made generation 10-70x slower.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from selfevolve.runtime_env import apply_defaults  # noqa: E402
+
+apply_defaults()
 
 app = typer.Typer(
     help="Self-evolution cycles for a language model: SAGE roles, MASS workflow search, verifiers, "

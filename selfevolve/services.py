@@ -27,12 +27,11 @@ def free_port() -> int:
 
 def quiet_env(extra: dict | None = None) -> dict[str, str]:
     """The environment for service processes: analytics/telemetry off, offline hubs, venv on PATH."""
+    from selfevolve.runtime_env import DEFAULTS
+
     env = dict(os.environ)
-    env.update({
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
-        "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "OMP_WAIT_POLICY": "PASSIVE", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    })
+    env.update(DEFAULTS)
+    env.update({"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
     env.update(extra or {})
     return env
 

@@ -1,18 +1,10 @@
-import os
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("DO_NOT_TRACK", "true")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# torch's OpenMP threads spin while waiting; on 2 shared cores that made generation 10-70x slower.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from selfevolve.runtime_env import apply_defaults  # noqa: E402
+
+apply_defaults()
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT.parent / "shared" / "benchmarks"

@@ -16,7 +16,7 @@ from selfevolve.evaluation.benchmarks import load_benchmark
 from selfevolve.evaluation.evaluate import (
     benchmark_key, build_messages, evaluate_benchmarks, graded_answer, humaneval_completion, prompt_for, summarise,
 )
-from selfevolve.evaluation.solve import pass_at_k
+from selfevolve.verifiers.grading import pass_at_k
 from selfevolve.records import MathSpec, Question, write_jsonl
 from tests.fixtures_models import tiny_model_dir  # noqa: F401  (fixture)
 

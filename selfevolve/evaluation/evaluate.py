@@ -59,7 +59,7 @@ import jinja2
 
 from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
 from selfevolve.config import BenchmarkSpec, Params
-from selfevolve.evaluation.solve import pass_at_k
+from selfevolve.verifiers.grading import pass_at_k
 from selfevolve.records import CodeSpec, Question, write_jsonl
 from selfevolve.roles import parsers
 

@@ -15,17 +15,7 @@ from selfevolve.config import Params
 from selfevolve.records import Question
 from selfevolve.roles import parsers
 from selfevolve.roles.templates import messages
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k estimator (Chen et al. 2021, 'Evaluating Large Language Models Trained on
-    Code', eq. 1): ``1 - C(n-c, k) / C(n, k)``; requires ``n >= k``."""
-    if n - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
+from selfevolve.verifiers.grading import pass_at_k
 
 
 def solve_and_grade(backend: Backend, questions: list[Question], params: Params, n: int = 1, temperature: float = 0.0,
