@@ -289,3 +289,31 @@ def load_params(path: str | os.PathLike = "params.yaml", overlays: list[str | os
 def default_params_dict() -> dict:
     """The defaults as a plain mapping (what ``selfevolve init-params`` writes)."""
     return Params().model_dump(mode="json")
+
+
+def apply_preset(params_path: str | os.PathLike, preset_path: str | os.PathLike) -> Params:
+    """Merge a preset (partial params file) into ``params_path`` in place, keeping its comments,
+    so that DVC tracks the merged values. Validates the result first and raises ``ParamsError``
+    (leaving the file untouched) when the merge would be invalid. Returns the merged params."""
+    from ruamel.yaml import YAML
+
+    params_path = Path(params_path)
+    merged = validate_params(_deep_merge(_read_yaml(params_path), _read_yaml(Path(preset_path))),
+                             f"{params_path} + {preset_path}")
+    rt = YAML()
+    rt.preserve_quotes = True
+    doc = rt.load(params_path.read_text(encoding="utf-8"))
+
+    def merge(node, over):
+        for k, v in over.items():
+            if isinstance(v, dict) and isinstance(node.get(k), dict):
+                merge(node[k], v)
+            else:
+                node[k] = v
+
+    merge(doc, _read_yaml(Path(preset_path)))
+    tmp = params_path.with_suffix(".yaml.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        rt.dump(doc, fh)
+    os.replace(tmp, params_path)
+    return merged

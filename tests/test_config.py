@@ -70,3 +70,19 @@ def test_cli_rejects_bad_params_before_writing(tmp_path):
     assert r.returncode == 2
     assert "seeds.size" in r.stderr and "-3" in r.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["params.yaml"]
+
+
+def test_apply_preset_keeps_comments_and_validates(tmp_path):
+    from selfevolve.config import apply_preset
+
+    p = tmp_path / "params.yaml"
+    p.write_text((ROOT / "params.yaml").read_text())
+    merged = apply_preset(p, ROOT / "configs" / "paper-tiny.yaml")
+    assert merged.seeds.set == "paper" and load_params(p) == merged
+    assert "# Every knob of a campaign" in p.read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sage: {alpha: 3}\n")
+    before = p.read_text()
+    with pytest.raises(ParamsError, match="sage.alpha"):
+        apply_preset(p, bad)
+    assert p.read_text() == before

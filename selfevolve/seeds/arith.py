@@ -28,6 +28,7 @@ import re
 from selfevolve.records import MathSpec, Question
 
 LEVELS = (1, 2, 3, 4, 5, 6, 7)
+SEED_LEVELS = (1, 2, 3, 4, 5)  # seed set and held-out; levels 6-7 are left for the Challenger to reach
 _EXPR = re.compile(r"^\s*-?\d+(\s*[-+*]\s*-?\d+)+\s*$")
 
 
@@ -157,7 +158,7 @@ def make_question(rng: random.Random, level: int, qid: str) -> Question:
     )
 
 
-def generate(n: int, seed: int = 0, levels: tuple[int, ...] = (1, 2, 3, 4, 5), prefix: str = "arith",
+def generate(n: int, seed: int = 0, levels: tuple[int, ...] = SEED_LEVELS, prefix: str = "arith",
              weights: tuple[float, ...] | None = None) -> list[Question]:
     """``n`` questions with levels drawn from ``levels`` (uniform unless ``weights``);
     deterministic for a given ``seed``. Ids are ``{prefix}-{i:05d}``."""

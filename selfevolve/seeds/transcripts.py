@@ -49,12 +49,16 @@ def _chat(role: str, completion: str, **fields) -> list[dict[str, str]]:
     return messages(role, **fields) + [{"role": "assistant", "content": completion}]
 
 
-def arith_transcripts(n: int, seed: int = 0, levels=arith.LEVELS) -> list[list[dict[str, str]]]:
-    """``n`` role transcripts over the arith levels, mixed Solver 40 %, Challenger 20 %,
-    Planner 10 %, Critic of questions 15 %, Critic of plans 15 %. Deterministic for ``seed``."""
+def arith_transcripts(n: int, seed: int = 0, levels=arith.SEED_LEVELS) -> list[list[dict[str, str]]]:
+    """``n`` role transcripts over the seed levels, mixed Solver 55 %, Challenger 15 %, Planner 10 %,
+    Critic of questions 10 %, Critic of plans 10 %. The Challenger's new questions go up to one
+    level above its reference (so up to level 6, leaving room to push). Deterministic for ``seed``.
+
+    Most of the budget goes to the Solver: its accuracy is what the cycle's rewards need to have
+    spread (GRPO/REINFORCE++ groups with all-zero rewards carry no signal)."""
     rng = random.Random(seed)
     out: list[list[dict[str, str]]] = []
-    roles = ["solver"] * 8 + ["challenger"] * 4 + ["planner"] * 2 + ["critic_question"] * 3 + ["critic_plan"] * 3
+    roles = ["solver"] * 11 + ["challenger"] * 3 + ["planner"] * 2 + ["critic_question"] * 2 + ["critic_plan"] * 2
     for i in range(n):
         level = rng.choice(levels)
         q = arith.make_question(rng, level, f"t{i}")
@@ -64,7 +68,7 @@ def arith_transcripts(n: int, seed: int = 0, levels=arith.LEVELS) -> list[list[d
             plan = plan_text(ops) if rng.random() < 0.5 else None
             out.append(_chat("solver", solver_completion(q), question=q.text, domain="math", plan=plan))
         elif role == "challenger":
-            new = arith.make_question(rng, min(level + rng.choice([0, 0, 1]), max(levels)), f"t{i}n")
+            new = arith.make_question(rng, min(level + rng.choice([0, 0, 1]), max(arith.LEVELS)), f"t{i}n")
             ref = f"{q.text} Answer: {q.spec.answer}"
             out.append(_chat("challenger", f"<question>{new.text}</question><think>{new.meta['worked']}</think><answer>{new.spec.answer}</answer>",
                              domain="math", reference=ref))

@@ -171,3 +171,19 @@ def stack_command(
         _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM})
         _signal.sigwait({_signal.SIGINT, _signal.SIGTERM})
         log.info("stopping services")
+
+
+@app.command("preset")
+def preset_command(
+    preset: Path = typer.Argument(..., help="a partial params file, e.g. configs/qwen2.5-7b-vllm.yaml or configs/paper-tiny.yaml"),
+    params: Path = typer.Option(Path("params.yaml"), "--params", "-p", help="params file to update in place"),
+) -> None:
+    """Merge a preset into params.yaml (comments kept), after validating the result, so that
+    `dvc repro` and the Prefect flows run with it and DVC records the values."""
+    from selfevolve.config import ParamsError, apply_preset
+
+    try:
+        apply_preset(params, preset)
+    except ParamsError as exc:
+        fail(str(exc))
+    typer.echo(f"{params} updated from {preset}")
