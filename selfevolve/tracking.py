@@ -1,10 +1,13 @@
 """MLflow tracking of every stage: the campaign is the experiment, each cycle a parent run, each
 stage a nested run under it.
 
-Idempotent: runs are found by tags (``selfevolve.cycle``, ``selfevolve.stage``), so re-running a
-stage replaces its earlier run (the old one is deleted) instead of adding a second, and a cycle
-has exactly one parent run however often its stages run. A stage killed mid-way leaves a RUNNING
-run that its re-run replaces the same way.
+Idempotent: runs are found by tags (``selfevolve.cycle``, ``selfevolve.stage``). A stage run that
+finishes deletes every earlier run of the same stage and cycle, so a re-run replaces its record
+instead of adding a second, and a cycle has exactly one parent run however often its stages run.
+A stage that fails keeps the earlier finished run beside its FAILED one. A stage killed mid-way
+(``kill -9``) leaves a RUNNING run whose process is gone; the next stage run of the campaign
+sweeps it: deleted when a finished run of the same stage exists (DVC may restore that run's
+outputs from its cache without running the stage again), otherwise marked KILLED.
 
 Tracking URI: ``MLFLOW_TRACKING_URI`` when set (any server), else the local store
 ``sqlite:///<root>/mlflow/mlflow.db`` with artifacts under ``<root>/mlflow/artifacts``.
@@ -21,6 +24,7 @@ from typing import Any, Iterator
 log = logging.getLogger(__name__)
 
 TAG_CYCLE, TAG_STAGE, TAG_KIND = "selfevolve.cycle", "selfevolve.stage", "selfevolve.kind"
+TAG_PID, TAG_HOST = "selfevolve.pid", "selfevolve.host"
 
 
 def tracking_uri(root: str | Path = ".") -> str:
@@ -58,6 +62,37 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+def _alive(pid: str | None, host: str | None) -> bool:
+    """Whether the process that owns a run may still be running (unknown owners count as alive)."""
+    import socket
+
+    import psutil
+
+    if not pid or host != socket.gethostname():
+        return True
+    try:
+        return psutil.pid_exists(int(pid))
+    except ValueError:
+        return True
+
+
+def sweep_orphans(client, exp_id: str) -> int:
+    """Close stage runs left RUNNING by a killed process (see module docstring). Returns how many."""
+    n = 0
+    running = client.search_runs([exp_id], filter_string=f"tags.`{TAG_KIND}` = 'stage' and attributes.status = 'RUNNING'",
+                                 max_results=1000)
+    for run in running:
+        if _alive(run.data.tags.get(TAG_PID), run.data.tags.get(TAG_HOST)):
+            continue
+        key = {TAG_CYCLE: run.data.tags.get(TAG_CYCLE, ""), TAG_STAGE: run.data.tags.get(TAG_STAGE, "")}
+        if any(r.info.status == "FINISHED" for r in _find(client, exp_id, **key)):
+            client.delete_run(run.info.run_id)
+        else:
+            client.set_terminated(run.info.run_id, status="KILLED")
+        n += 1
+    return n
 
 
 class StageRun:
@@ -115,16 +150,21 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
             items = [Param(k, str(v)[:500]) for k, v in flatten(params).items()]
             for i in range(0, len(items), 100):
                 client.log_batch(parent_id, params=items[i:i + 100])
-    for old in _find(client, exp_id, **{TAG_CYCLE: cycle, TAG_STAGE: stage}):
-        client.delete_run(old.info.run_id)
+    sweep_orphans(client, exp_id)
+    import socket
+
     run = client.create_run(exp_id, run_name=f"{cycle}/{stage}",
-                            tags={TAG_CYCLE: cycle, TAG_STAGE: stage, TAG_KIND: "stage", "mlflow.parentRunId": parent_id})
+                            tags={TAG_CYCLE: cycle, TAG_STAGE: stage, TAG_KIND: "stage", "mlflow.parentRunId": parent_id,
+                                  TAG_PID: str(os.getpid()), TAG_HOST: socket.gethostname()})
     handle = StageRun(client, run.info.run_id, parent_id)
     try:
         yield handle
     except BaseException:
         client.set_terminated(run.info.run_id, status="FAILED")
-        client.update_run(parent_id, status="FAILED")
+        client.set_terminated(parent_id, status="FAILED")
         raise
     client.set_terminated(run.info.run_id, status="FINISHED")
+    for old in _find(client, exp_id, **{TAG_CYCLE: cycle, TAG_STAGE: stage}):
+        if old.info.run_id != run.info.run_id:
+            client.delete_run(old.info.run_id)
     client.set_terminated(parent_id, status="FINISHED")
