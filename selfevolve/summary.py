@@ -20,6 +20,9 @@ COLUMNS = [
     ("mass fit", "mass_search", "mass_math_fitness"),
 ]
 
+# The base cycle has no rewards stage: its pool is the seed set.
+BASE_SOURCES = {"pool": ("seeds", "seed_questions")}
+
 
 def _metric(root: Path, cycle: str, stage: str, key: str):
     p = root / "metrics" / cycle / f"{stage}.json"
@@ -41,7 +44,10 @@ def campaign_summary(root: str | Path = ".", cycles: list[str] | None = None) ->
         cycles = load_params(root / "params.yaml").cycle_names()
     rows = []
     for c in ["base", *cycles]:
-        rows.append({"cycle": c, **{name: _metric(root, c, stage, key) for name, stage, key in COLUMNS}})
+        row = {"cycle": c, **{name: _metric(root, c, stage, key) for name, stage, key in COLUMNS}}
+        if c == "base":
+            row.update({name: _metric(root, c, stage, key) for name, (stage, key) in BASE_SOURCES.items()})
+        rows.append(row)
     table = Table(title="Campaign summary (per cycle)")
     table.add_column("cycle")
     for name, _, _ in COLUMNS:
