@@ -219,23 +219,46 @@ def read_jsonl(path: str | os.PathLike, model: type[R]) -> list[R]:
     return list(iter_jsonl(path, model))
 
 
-def iter_jsonl(path: str | os.PathLike, model: type[R]) -> Iterator[R]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+def iter_json_lines(path: str | os.PathLike, error: type[RecordFileError] = RecordFileError,
+                    opener=open) -> Iterator[tuple[int, dict]]:
+    """(1-based line number, object) for every non-blank line of a JSON Lines file.
+
+    Raises ``error(path, line, None, message)`` for a line that is not UTF-8, not valid JSON or
+    not a JSON object; ``FileNotFoundError`` if the file is missing. ``opener`` may be
+    ``gzip.open`` for ``.jsonl.gz``.
+    """
+    with opener(path, "rt", encoding="utf-8") as fh:
+        lineno = 0
+        while True:
+            try:
+                line = fh.readline()
+            except UnicodeDecodeError as exc:
+                raise error(path, lineno + 1, None, f"not UTF-8 text ({exc.reason})") from None
+            if not line:
+                return
+            lineno += 1
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise RecordFileError(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-            try:
-                yield model.model_validate(obj)
-            except ValidationError as exc:
-                err = exc.errors()[0]
-                field = ".".join(str(p) for p in err["loc"]) or None
-                raise RecordFileError(
-                    path, lineno, field, f"{err['msg']} (got {str(err.get('input'))[:80]!r}); expected a {model.__name__} record"
-                ) from None
+                raise error(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(obj, dict):
+                raise error(path, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def iter_jsonl(path: str | os.PathLike, model: type[R]) -> Iterator[R]:
+    """Like ``read_jsonl``, lazily."""
+    for lineno, obj in iter_json_lines(path):
+        try:
+            yield model.model_validate(obj)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or None
+            raise RecordFileError(
+                path, lineno, field, f"{err['msg']} (got {str(err.get('input'))[:80]!r}); expected a {model.__name__} record"
+            ) from None
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | dict]) -> int:

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError
+from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError, iter_json_lines
 
 log = logging.getLogger(__name__)
 
@@ -153,18 +153,7 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, dict]]:
                 raise BenchmarkFormatError(path, i, None, f"element {i} is {type(row).__name__}, expected an object")
             yield i, row
         return
-    opener = gzip.open if name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BenchmarkFormatError(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise BenchmarkFormatError(path, lineno, None, f"expected a JSON object, got {type(row).__name__}")
-            yield lineno, row
+    yield from iter_json_lines(path, BenchmarkFormatError, opener=gzip.open if name.endswith(".gz") else open)
 
 
 def _need(row: dict, key: str, path: Any, line: int, kinds: type | tuple = str) -> Any:

@@ -16,7 +16,6 @@ program; a fenced Markdown code block in a completion is unwrapped first.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import defaultdict
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError
+from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError, iter_json_lines
 
 __all__ = [
     "Prediction",
@@ -78,25 +77,7 @@ def read_predictions(path: str | os.PathLike) -> list[Prediction]:
     the 1-based line and field for invalid JSON, a missing/ill-typed ``id``/``task_id`` or
     ``completion``.
     """
-    out: list[Prediction] = []
-    with open(path, encoding="utf-8", errors="strict") as fh:
-        lineno = 0
-        while True:
-            try:
-                line = fh.readline()
-            except UnicodeDecodeError as exc:
-                raise PredictionsFileError(path, lineno + 1, None, f"not UTF-8 text ({exc.reason})") from None
-            if not line:
-                break
-            lineno += 1
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PredictionsFileError(path, lineno, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-            out.append(_coerce_prediction(obj, path, lineno))
-    return out
+    return [_coerce_prediction(obj, path, lineno) for lineno, obj in iter_json_lines(path, PredictionsFileError)]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
