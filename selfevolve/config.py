@@ -134,9 +134,10 @@ class RLParams(_Section):
 
 
 class SFTParams(_Section):
-    steps: int = Field(40, ge=0)
+    steps: int = Field(20, ge=0)
     batch_size: int = Field(8, ge=1)
-    learning_rate: float = Field(3e-4, gt=0, le=1.0)
+    learning_rate: float = Field(1e-4, gt=0, le=1.0)
+    keep_if_worse: bool = Field(False, description="keep the SFT model even when it lowers validation accuracy")
 
 
 class MassParams(_Section):

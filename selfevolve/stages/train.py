@@ -81,15 +81,44 @@ def train_rl(params: Params, cycle: str, root=".", on_step=None) -> dict:
     return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} | {"rl_trained": int(bool(summary.get("trained")))}
 
 
+def validation_accuracy(params: Params, model_dir, questions: list[Question], seed: int) -> float:
+    """Greedy Solver accuracy of ``model_dir`` on the first ``rl.eval_questions`` validation questions."""
+    from selfevolve.evaluation.solve import solve_and_grade
+
+    with make_backend(params, model_dir) as backend:
+        _, m = solve_and_grade(backend, questions[: params.rl.eval_questions], params, seed=seed)
+    return m["accuracy"]
+
+
 def train_sft(params: Params, cycle: str, root=".") -> dict:
     """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS trajectories; the result is the
-    cycle's model ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged."""
+    cycle's model ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
+
+    Like ``train_rl``, the step is kept only if it does not lower validation accuracy
+    (``sft.keep_if_worse`` = false): otherwise ``models/<cycle>`` is the RL checkpoint and
+    ``sft_kept`` is 0. Measured here: 40 steps on 18 trajectory chats took held-out accuracy from
+    0.34 to 0.055, since the flattened multi-agent chats pull the Solver away from its own format.
+    """
     from selfevolve.training.sft import train_sft as _train_sft
 
     P = cycle_paths(cycle, root)
     chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
     summary = _train_sft(P.rl_model, chats, P.model, params.sft, params.model.lora, seed=params.seed)
-    return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} | {"sft_trained": int(bool(summary.get("trained")))}
+    metrics = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    metrics["sft_trained"] = int(bool(summary.get("trained")))
+    metrics["sft_kept"] = metrics["sft_trained"]
+    if summary.get("trained") and not params.sft.keep_if_worse:
+        val = read_jsonl(P.val, Question)
+        seed = stage_seed(params, cycle, "train_sft")
+        before = validation_accuracy(params, P.rl_model, val, seed)
+        after = validation_accuracy(params, P.model, val, seed)
+        metrics.update(sft_val_accuracy_before=before, sft_val_accuracy_after=after)
+        if after < before:
+            log.warning("SFT lowered validation accuracy (%.3f -> %.3f): the cycle keeps the RL checkpoint", before, after)
+            shutil.rmtree(P.model)
+            shutil.copytree(P.rl_model, P.model)
+            metrics["sft_kept"] = 0
+    return metrics
 
 
 def evaluate(params: Params, cycle: str, root=".") -> dict:
