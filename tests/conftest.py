@@ -16,3 +16,15 @@ def bench_dir() -> Path:
     if not BENCH_DIR.is_dir():
         pytest.skip(f"benchmark data not found at {BENCH_DIR}")
     return BENCH_DIR
+
+
+@pytest.fixture(scope="module")
+def pool():
+    """A sandbox pool of 2 workers for one test module, closed afterwards."""
+    from selfevolve.verifiers.sandbox import SandboxPool
+
+    p = SandboxPool(max_workers=2)
+    try:
+        yield p
+    finally:
+        p.close()

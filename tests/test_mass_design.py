@@ -29,7 +29,7 @@ from selfevolve.mass.executor import STOP_CALLS, STOP_ERROR, STOP_TOKENS, run_de
 from selfevolve.roles.templates import render
 from selfevolve.seeds import arith
 
-from fixtures_models import tiny_model_dir  # noqa: F401  (session fixture)
+from fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
 
 
 class ScriptBackend(Backend):
@@ -71,16 +71,9 @@ def smart_reply(prompt: str, j: int = 0) -> str:
 QUESTIONS = arith.generate(5, seed=3, levels=(1, 2))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Torch on 1 thread in this module: on a shared 2-core machine, intra-op threads contending with
-    other jobs made 3 tiny SFT steps take ~8 s instead of ~0.3 s."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+# Torch on 1 thread in this module: on a shared 2-core machine, intra-op threads contending with
+# other jobs made 3 tiny SFT steps take ~8 s instead of ~0.3 s.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ------------------------------------------------------------------------------ designs

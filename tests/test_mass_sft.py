@@ -22,21 +22,14 @@ from selfevolve.roles.templates import render
 from selfevolve.seeds import arith
 from selfevolve.training.sft import assistant_token_mask, train_sft
 
-from fixtures_models import tiny_model_dir  # noqa: F401  (session fixture)
+from fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
 
 QUESTIONS = arith.generate(6, seed=21, levels=(1, 2))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Torch on 1 thread in this module: on a shared 2-core machine, intra-op threads contending with
-    other jobs made 3 tiny SFT steps take ~8 s instead of ~0.3 s."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+# Torch on 1 thread in this module: on a shared 2-core machine, intra-op threads contending with
+# other jobs made 3 tiny SFT steps take ~8 s instead of ~0.3 s.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class HalfRight(Backend):

@@ -24,13 +24,6 @@ from selfevolve.verifiers.sandbox import (
 )
 
 
-@pytest.fixture(scope="module")
-def pool():
-    p = SandboxPool(max_workers=2)
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def job(program: str, tests=(), **kw) -> CodeJob:

@@ -8,7 +8,6 @@ import pytest
 
 from selfevolve.config import VerifierParams
 from selfevolve.records import CodeSpec, IOCase, MathSpec, Question
-from selfevolve.verifiers.sandbox import SandboxPool
 from selfevolve.verifiers.spec import (
     SpecCheck,
     arithmetic_expression,
@@ -22,13 +21,6 @@ from selfevolve.verifiers.spec import (
 BANNED = VerifierParams().banned_modules
 
 
-@pytest.fixture(scope="module")
-def pool():
-    p = SandboxPool(max_workers=2)
-    try:
-        yield p
-    finally:
-        p.close()
 
 
 def math_q(text: str, answer: str, qid: str = "m") -> Question:
