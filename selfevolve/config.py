@@ -303,6 +303,7 @@ def apply_preset(params_path: str | os.PathLike, preset_path: str | os.PathLike)
                              f"{params_path} + {preset_path}")
     rt = YAML()
     rt.preserve_quotes = True
+    rt.width = 4096  # keep flow-style lines as written
     doc = rt.load(params_path.read_text(encoding="utf-8"))
 
     def merge(node, over):

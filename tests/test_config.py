@@ -79,7 +79,9 @@ def test_apply_preset_keeps_comments_and_validates(tmp_path):
     p.write_text((ROOT / "params.yaml").read_text())
     merged = apply_preset(p, ROOT / "configs" / "paper-tiny.yaml")
     assert merged.seeds.set == "paper" and load_params(p) == merged
-    assert "# Every knob of a campaign" in p.read_text()
+    text = p.read_text()
+    assert "# Every knob of a campaign" in text
+    assert "  ablation: {critic: true, planner: true, train_challenger: true, train_solver: true}\n" in text
     bad = tmp_path / "bad.yaml"
     bad.write_text("sage: {alpha: 3}\n")
     before = p.read_text()
