@@ -72,10 +72,18 @@ class BootstrapParams(_Section):
 
 
 class SeedParams(_Section):
-    set: Literal["arith", "tiny-code", "paper"] = "arith"
+    set: str = Field("arith", description="arith | tiny-code | paper | a JSONL file of questions (Question records, "
+                     "or rows with question/answer fields)")
     size: int = Field(500, ge=1, le=100000)
     data_dir: str = Field("../shared/benchmarks", description="where local GSM8K/MATH/MBPP files live (paper seed set)")
     heldout_size: int = Field(400, ge=0, description="held-out questions for checkpoint selection and evaluation")
+
+    @field_validator("set")
+    @classmethod
+    def _known_set(cls, v: str) -> str:
+        if v in ("arith", "tiny-code", "paper") or v.endswith((".jsonl", ".json")):
+            return v
+        raise ValueError(f"seeds.set must be 'arith', 'tiny-code', 'paper' or a .jsonl/.json file of questions, got {v!r}")
 
 
 class SamplingParams(_Section):

@@ -248,17 +248,23 @@ def iter_json_lines(path: str | os.PathLike, error: type[RecordFileError] = Reco
             yield lineno, obj
 
 
+def validate_record(model: type[R], obj: dict, path: str | os.PathLike, line: int,
+                    error: type[RecordFileError] = RecordFileError) -> R:
+    """``model.model_validate(obj)``, raising ``error`` that names the file, line, first bad field,
+    the value found and the record type expected."""
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or None
+        raise error(path, line, field,
+                    f"{err['msg']} (got {str(err.get('input'))[:80]!r}); expected a {model.__name__} record") from None
+
+
 def iter_jsonl(path: str | os.PathLike, model: type[R]) -> Iterator[R]:
     """Like ``read_jsonl``, lazily."""
     for lineno, obj in iter_json_lines(path):
-        try:
-            yield model.model_validate(obj)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or None
-            raise RecordFileError(
-                path, lineno, field, f"{err['msg']} (got {str(err.get('input'))[:80]!r}); expected a {model.__name__} record"
-            ) from None
+        yield validate_record(model, obj, path, lineno)
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | dict]) -> int:

@@ -101,3 +101,22 @@ def test_paper_ids_are_unique(bench_dir):
     pool, val, held = paper.load(bench_dir, size=400, n_val=100, n_heldout=200)
     ids = [q.id for q in pool + val + held]
     assert len(ids) == len(set(ids))
+
+
+def test_seed_file_set_and_malformed_seed_file(tmp_path):
+    from selfevolve.records import RecordFileError
+    from selfevolve.stages.base import load_seed_set
+
+    qs = arith.generate(30, seed=5)
+    write_jsonl(tmp_path / "mine.jsonl", qs)
+    p = Params()
+    p.seeds.set, p.seeds.size, p.seeds.heldout_size = "mine.jsonl", 20, 6
+    pool, val, held = load_seed_set(p, tmp_path)
+    assert (len(pool), len(val), len(held)) == (20, 3, 6)
+    assert {q.id for q in pool + val + held} <= {q.id for q in qs}
+    lines = (tmp_path / "mine.jsonl").read_text().splitlines()
+    lines[4] = lines[4].replace('"domain": "math"', '"domain": "poetry"')
+    (tmp_path / "mine.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(RecordFileError) as exc:
+        load_seed_set(p, tmp_path)
+    assert exc.value.line == 5 and "domain" in str(exc.value)

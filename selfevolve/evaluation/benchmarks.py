@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError, iter_json_lines
+from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError, iter_json_lines, validate_record
 
 log = logging.getLogger(__name__)
 
@@ -492,10 +492,7 @@ def _load_path(path: Path, field_map: dict[str, str], limit: int | None) -> list
     out: list[Question] = []
     for index, (line, row) in enumerate(_iter_rows(path)):
         if "spec" in row and not fm:
-            try:
-                out.append(Question.model_validate(row))
-            except Exception as exc:
-                raise BenchmarkFormatError(path, line, None, f"not a Question record: {str(exc).splitlines()[0][:200]}") from None
+            out.append(validate_record(Question, row, path, line, BenchmarkFormatError))
         else:
             qkey = fm.get("question") or next((k for k in _QUESTION_FALLBACKS if k in row), None)
             if qkey is None:

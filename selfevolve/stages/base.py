@@ -27,8 +27,11 @@ def load_seed_set(params: Params, root=".") -> tuple[list[Question], list[Questi
     * ``paper``: GSM8K train, MATH train, HumanEval and MBPP train items (SAGE paper, 500 by
       default) from ``seeds.data_dir``; validation from MBPP validation ids + GSM8K train, held-out
       from GSM8K test and MATH-500.
+    * a ``.jsonl``/``.json`` file (relative to the project root): ``Question`` records or rows with
+      question/answer fields, shuffled with ``seed`` and split into held-out, validation and pool.
 
-    Raises ``FileNotFoundError`` naming ``seeds.data_dir`` when the paper set's files are missing.
+    Raises ``FileNotFoundError`` naming ``seeds.data_dir`` when the paper set's files are missing, and
+    ``RecordFileError`` (file, line, field) for a malformed seed file.
     """
     s = params.seeds
     n_val = max(1, s.heldout_size // 2)
@@ -40,6 +43,16 @@ def load_seed_set(params: Params, root=".") -> tuple[list[Question], list[Questi
         val = _disjoint(arith.generate(n_val * 2, seed=params.seed + 10_001, prefix="val"), taken)[:n_val]
         held = _disjoint(arith.generate(s.heldout_size * 2, seed=params.seed + 20_002, prefix="heldout"), taken)[: s.heldout_size]
         return pool, val, held
+    if s.set.endswith((".jsonl", ".json")):
+        import random
+
+        from selfevolve.evaluation.benchmarks import load_benchmark
+
+        path = Path(s.set) if Path(s.set).is_absolute() else Path(root) / s.set
+        items = load_benchmark(path)
+        random.Random(params.seed).shuffle(items)
+        held, val = items[: s.heldout_size], items[s.heldout_size: s.heldout_size + n_val]
+        return items[s.heldout_size + n_val: s.heldout_size + n_val + s.size], val, held
     if s.set == "tiny-code":
         from selfevolve.seeds import tiny_code
 
