@@ -62,3 +62,23 @@ def test_clipped_surrogate_stops_gradient_beyond_clip():
     loss, stats = rl.reinforce_pp_loss(logp, old, old, torch.tensor([1.0]), torch.ones(1, 2), clip_eps=0.2)
     loss.backward()
     assert torch.all(logp.grad == 0) and stats["clip_frac"] == 1.0
+
+
+def test_grpo_trains_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):  # noqa: F811
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    from selfevolve.seeds import arith
+
+    params = Params()
+    params.rl.algorithm = "grpo"
+    params.rl.steps, params.rl.batch_size, params.rl.grpo_num_generations = 2, 4, 2
+    params.rl.eval_every, params.rl.eval_questions = 1, 2
+    params.sampling.max_new_tokens = params.evaluation.max_new_tokens = 8
+    qs = arith.generate(4, seed=1, levels=(1,))
+    summary = rl.train_grpo(tiny_model_dir, qs, qs[:2], params, tmp_path / "out")
+    assert summary["trained"] and summary["algorithm"] == "grpo"
+    assert [p["step"] for p in summary["val_curve"]] == [0, 1, 2]
+    assert json.loads((tmp_path / "out" / "rl.json").read_text())["best_step"] == summary["best_step"]
+    AutoModelForCausalLM.from_pretrained(tmp_path / "out")
