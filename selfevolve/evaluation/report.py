@@ -309,6 +309,20 @@ def _lines(ax, cycles: list[str], rows: list[dict], fields: list[tuple[str, str,
                             color=line.get_color())
 
 
+FRACTION = (-0.02, 1.08)  # y range of plots of fractions, with room for value labels
+
+
+def _finish(ax, cycles: list[str], plot_title: str, ylabel: str, ylim: tuple[float, float] | None = None, **legend) -> None:
+    """Cycle x axis, y label and range, title and legend (``legend``: keyword arguments of
+    ``ax.legend`` over ``loc="best", fontsize=8``)."""
+    _cycle_axis(ax, cycles)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_ylabel(ylabel)
+    ax.set_title(plot_title)
+    ax.legend(**{"loc": "best", "fontsize": 8, **legend})
+
+
 def _plot_benchmarks(ax, data: CampaignData, series: dict) -> None:
     title = FIGURES["benchmarks"][1]
     rows = series["benchmarks"]
@@ -333,11 +347,7 @@ def _plot_benchmarks(ax, data: CampaignData, series: dict) -> None:
             if m:
                 fields.append((k, f"{name} pass@{m.group(1)}", {"color": color, "linestyle": "--"}))
     _lines(ax, data.cycles, rows, fields)
-    _cycle_axis(ax, data.cycles)
-    ax.set_ylim(-0.02, 1.08)
-    ax.set_ylabel("score (fraction of questions)")
-    ax.set_title(title)
-    ax.legend(loc="best", fontsize=8)
+    _finish(ax, data.cycles, title, "score (fraction of questions)", FRACTION)
 
 
 def _plot_pool_size(ax, data: CampaignData, series: dict) -> None:
@@ -401,11 +411,8 @@ def _plot_pool_levels(ax, data: CampaignData, series: dict) -> None:
     if unknown:
         ax.bar([pos[r["cycle"]] for r in unknown], [r["fraction"] for r in unknown],
                bottom=[bottoms.get(r["cycle"], 0.0) for r in unknown], width=0.6, color="lightgray", label="no level")
-    _cycle_axis(ax, data.cycles)
-    ax.set_ylim(0, 1.0)
-    ax.set_ylabel("fraction of the pool")
-    ax.set_title(title)
-    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="difficulty")
+    _finish(ax, data.cycles, title, "fraction of the pool", (0, 1.0), loc="center left", bbox_to_anchor=(1.0, 0.5),
+            title="difficulty")
 
 
 def _plot_pool_pass_rate(ax, data: CampaignData, series: dict) -> None:
@@ -442,11 +449,7 @@ def _plot_critic(ax, data: CampaignData, series: dict) -> None:
         return
     _lines(ax, data.cycles, rows, [("critic_question_pass_rate", "questions passing the quality gate (s_q >= alpha, valid spec)", {}),
                                    ("critic_plan_pass_rate", "plans passing the plan gate (s_p >= beta)", {})])
-    _cycle_axis(ax, data.cycles)
-    ax.set_ylim(-0.02, 1.08)
-    ax.set_ylabel("pass rate")
-    ax.set_title(title)
-    ax.legend(loc="best", fontsize=8)
+    _finish(ax, data.cycles, title, "pass rate", FRACTION)
 
 
 def _plot_rewards(ax, data: CampaignData, series: dict) -> None:
@@ -456,11 +459,7 @@ def _plot_rewards(ax, data: CampaignData, series: dict) -> None:
         _no_data(ax, title, "no reward_<role> in metrics/<cycle>/rewards.json")
         return
     _lines(ax, data.cycles, rows, [(f"reward_{r}", r, {}) for r in ROLES])
-    _cycle_axis(ax, data.cycles)
-    ax.set_ylim(-0.02, 1.08)
-    ax.set_ylabel("mean reward")
-    ax.set_title(title)
-    ax.legend(loc="best", fontsize=8, title="role")
+    _finish(ax, data.cycles, title, "mean reward", FRACTION, title="role")
 
 
 def _plot_mass(axes, data: CampaignData, series: dict) -> None:
@@ -481,10 +480,7 @@ def _plot_mass(axes, data: CampaignData, series: dict) -> None:
             fields.append((f"{d}_champion_fitness", f"{d}: champion", {"color": colors(i)}))
             fields.append((f"{d}_single_agent_fitness", f"{d}: single agent (reference)", {"color": colors(i), "linestyle": ":"}))
         _lines(ax, data.cycles, rows, fields)
-        _cycle_axis(ax, data.cycles)
-        ax.set_ylabel("fitness (mean verified score on the search sample)")
-        ax.set_title(title)
-        ax.legend(loc="best", fontsize=8)
+        _finish(ax, data.cycles, title, "fitness (mean verified score on the search sample)")
     hist = series["mass_history"]
     if not hist:
         _no_data(ax_h, "MASS search progress within each cycle", "no search history in data/cycles/<cycle>/mass/search.json")
