@@ -146,6 +146,10 @@ def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
         assert metric in c1.data.metrics, metric
     rl_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "train_rl" and r.data.tags["selfevolve.cycle"] == "c1")
     assert len(client.get_metric_history(rl_run.info.run_id, "loss")) == 3  # per step
+    sft_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "train_sft" and r.data.tags["selfevolve.cycle"] == "c2")
+    assert "model/config.json" in {a.path for a in client.list_artifacts(sft_run.info.run_id, "model")}
+    mass_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "mass_search" and r.data.tags["selfevolve.cycle"] == "c1")
+    assert "outputs/mass/champions.json" in {a.path for a in client.list_artifacts(mass_run.info.run_id, "outputs/mass")}
 
 
 def test_kill_mid_stage_then_rerun_completes_without_duplicates(campaign):

@@ -31,7 +31,7 @@ STAGES: dict[str, tuple[str, str, bool, tuple[str, ...]]] = {
     "mass_search": ("selfevolve.stages.train", "mass_search", True, ("mass_dir",)),
     "datasets": ("selfevolve.stages.train", "datasets", True, ()),
     "train_rl": ("selfevolve.stages.train", "train_rl", True, ()),
-    "train_sft": ("selfevolve.stages.train", "train_sft", True, ()),
+    "train_sft": ("selfevolve.stages.train", "train_sft", True, ("model",)),
     "evaluate": ("selfevolve.stages.train", "evaluate", True, ()),
 }
 CYCLE_STAGES = [s for s, v in STAGES.items() if v[2]]
@@ -55,6 +55,23 @@ def load_params_or_exit(params_path: Path, overlays: list[Path] | None):
         return load_params(params_path, overlays=[str(o) for o in overlays or []])
     except ParamsError as exc:
         fail(str(exc))
+
+
+MAX_ARTIFACT_BYTES = 500_000_000
+
+
+def log_output(run, path: Path, name: str) -> None:
+    """Log a stage output to its MLflow run: files and folders up to ``MAX_ARTIFACT_BYTES`` as
+    artifacts (the cycle's model under ``model/``, others under ``outputs/`` and folders under
+    ``outputs/<folder>/``); larger ones (a 7B
+    checkpoint) as a ``<name>.json`` pointer with the local path and size."""
+    if not path.exists():
+        return
+    size = path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    if size > MAX_ARTIFACT_BYTES:
+        run.log_dict({"path": str(path.resolve()), "bytes": size}, f"outputs/{name}.json")
+    else:
+        run.log_artifact(path, artifact_path="model" if name == "model" else ("outputs" if path.is_file() else f"outputs/{path.name}"))
 
 
 def run_stage(stage: str, cycle: str | None, params_path: Path = Path("params.yaml"), overlays: list[Path] | None = None,
@@ -96,9 +113,7 @@ def run_stage(stage: str, cycle: str | None, params_path: Path = Path("params.ya
             run.log_metrics(metrics, step=params.cycle_index(cycle) if per_cycle and cycle != "base" else 0, parent=True)
             paths = cycle_paths(label, root)
             for name in artifacts:
-                p = getattr(paths, name)
-                if (p.is_file() and p.stat().st_size < 5_000_000) or p.is_dir():
-                    run.log_artifact(p, artifact_path="outputs")
+                log_output(run, getattr(paths, name), name)
     metrics = {**metrics, "stage_seconds": round(time.time() - t0, 2)}
     write_json(cycle_paths(label, root).metrics(stage) if per_cycle else Path(root) / "metrics" / "base" / f"{stage}.json", metrics)
     log.info("stage %s done in %.1f s: %s", stage, time.time() - t0,
