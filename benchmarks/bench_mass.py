@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--population", type=int, default=4)
     ap.add_argument("--cost-weight", type=float, default=0.0)
     ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--max-model-len", type=int, default=512)
+    ap.add_argument("--max-model-len", type=int, default=1024, help="the default params.yaml window (model.max_model_len)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
     ap.add_argument("--seed", type=int, default=0)
