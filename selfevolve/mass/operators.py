@@ -239,6 +239,25 @@ def mutate(design: WorkflowDesign, rng: random.Random, limits: DesignLimits | No
     return None, reasons
 
 
+
+def _with_gate(base: dict, gate: dict, base_instr: dict) -> dict:
+    """A copy of ``base`` with ``gate``; a reviewer that ``base`` lacks becomes its orchestrator."""
+    c = copy.deepcopy(base)
+    g = dict(gate)
+    if g["reviewer"] not in base_instr:
+        g["reviewer"] = base["orchestrator"]
+    c["gate"] = g
+    return c
+
+
+def _with_instructions(base: dict, instructions: dict, agent_ids: list[str]) -> dict:
+    """A copy of ``base`` whose agents in ``agent_ids`` take their instruction from ``instructions``."""
+    c = copy.deepcopy(base)
+    for ag in c["agents"]:
+        if ag["agent_id"] in agent_ids:
+            ag["instruction"] = instructions[ag["agent_id"]]
+    return c
+
 def merge_designs(champion: WorkflowDesign, other: WorkflowDesign, limits: DesignLimits | None,
                   seen: set[str]) -> WorkflowDesign | None:
     """Structural "combine strengths" of the champion with a newer design (MASS: when the champion is
@@ -257,19 +276,10 @@ def merge_designs(champion: WorkflowDesign, other: WorkflowDesign, limits: Desig
     a_instr = {x["agent_id"]: x["instruction"] for x in a["agents"]}
     cands: list[dict] = []
     if b.get("gate") != a.get("gate") and b.get("gate") is not None:
-        c = copy.deepcopy(a)
-        gate = dict(b["gate"])
-        if gate["reviewer"] not in a_instr:
-            gate["reviewer"] = a["orchestrator"]
-        c["gate"] = gate
-        cands.append(c)
+        cands.append(_with_gate(a, b["gate"], a_instr))
     shared = [k for k in a_instr if k in b_instr and a_instr[k] != b_instr[k]]
     if shared:
-        c = copy.deepcopy(a)
-        for ag in c["agents"]:
-            if ag["agent_id"] in shared:
-                ag["instruction"] = b_instr[ag["agent_id"]]
-        cands.append(c)
+        cands.append(_with_instructions(a, b_instr, shared))
     for ag in b["agents"]:
         if ag["agent_id"] in a_instr:
             continue
@@ -285,18 +295,9 @@ def merge_designs(champion: WorkflowDesign, other: WorkflowDesign, limits: Desig
         c["edges"].append(_edge(ag["agent_id"], c["answer"], label, extract))
         cands.append(c)
     if shared:
-        c = copy.deepcopy(b)
-        for ag in c["agents"]:
-            if ag["agent_id"] in shared:
-                ag["instruction"] = a_instr[ag["agent_id"]]
-        cands.append(c)
+        cands.append(_with_instructions(b, a_instr, shared))
     if a.get("gate") is not None and a.get("gate") != b.get("gate"):
-        c = copy.deepcopy(b)
-        gate = dict(a["gate"])
-        if gate["reviewer"] not in b_instr:
-            gate["reviewer"] = b["orchestrator"]
-        c["gate"] = gate
-        cands.append(c)
+        cands.append(_with_gate(b, a["gate"], b_instr))
     for c in cands:
         child = _build(c, "merge", parents)
         if child is None or child.design_id in seen:

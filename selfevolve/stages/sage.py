@@ -27,7 +27,7 @@ from selfevolve.records import (
     read_jsonl, write_jsonl,
 )
 from selfevolve.roles import parsers
-from selfevolve.roles.templates import messages, render
+from selfevolve.roles.templates import render
 from selfevolve.seeds import arith
 from selfevolve.stages.common import init_model_dir, init_paths, log, make_backend, sampling, stage_rng, stage_seed
 
