@@ -208,3 +208,74 @@ def test_context_estimate_is_calibrated_from_backend_token_counts():
                        MassParams(generations=1, population=2, eval_questions=4), verify, seed=0, max_model_len=256)
     assert tight.history[1]["model_proposals"] == 0
     assert any("does not fit the context window" in r["reason"] for r in tight.rejected)
+
+
+class OverfitBackend(WorldBackend):
+    """Like WorldBackend, but the plan-shown Solver is wrong on every confirmation run (the calls
+    made with the confirmation seed): a champion that only looked good on its fitness sample."""
+
+    def __init__(self, propose, confirm_seed: int):
+        super().__init__(propose)
+        self.confirm_seed = confirm_seed
+
+    def confirming(self, sampling) -> bool:  # the executor's call k uses seed * 1_000_003 + k
+        return sampling.seed is not None and sampling.seed // 1_000_003 == self.confirm_seed
+
+    def chat(self, conversations, sampling):
+        out = super().chat(conversations, sampling)
+        if self.confirming(sampling):
+            out = [[Completion(text="<answer>wrong</answer>", prompt_tokens=c.prompt_tokens, output_tokens=3) for c in cs]
+                   if "\nPlan: " in conv[-1]["content"] else cs for conv, cs in zip(conversations, out)]
+        return out
+
+
+def test_confirmation_keeps_a_champion_that_holds_up_on_further_questions():
+    res = run_search(WorldBackend(garbage_or_over_limit), QUESTIONS, PARAMS.model_copy(update={"confirm_questions": 4}), verify, seed=7)
+    c = res.confirmation["math"]
+    assert c["questions"] == 4 and c["kept"] == c["candidate"] == planner_solver("math").design_id
+    assert c["candidate_confirm_fitness"] > c["single_agent_confirm_fitness"]
+
+
+def test_confirmation_demotes_a_champion_that_overfits_its_fitness_sample():
+    from selfevolve.mass.search import _stable_seed
+
+    params = PARAMS.model_copy(update={"confirm_questions": 4, "cost_weight": 0.0})
+    be = OverfitBackend(garbage_or_over_limit, confirm_seed=_stable_seed(7, "math", "confirm"))
+    res = run_search(be, QUESTIONS, params, verify, seed=7)
+    c = res.confirmation["math"]
+    # fitness sample: the candidate 1.0, the single agent 0.0; confirmation: candidate 0.0 (wrong),
+    # single agent 0.0 -> pooled 8/12 vs 0 keeps the candidate ...
+    assert c["candidate_confirm_fitness"] == 0.0 and c["kept"] == c["candidate"]
+    # ... but with a confirmation sample as large as the fitness sample and the single agent right there, it loses
+    class SingleRightOnConfirm(OverfitBackend):
+        def chat(self, conversations, sampling):
+            out = super().chat(conversations, sampling)
+            if self.confirming(sampling):
+                out = [[Completion(text=f"<answer>{_expected(conv[-1]['content'])}</answer>", prompt_tokens=c.prompt_tokens,
+                                   output_tokens=2) for c in cs] if "\nPlan: " not in conv[-1]["content"]
+                       and "<plan></plan>" not in conv[-1]["content"] else cs for conv, cs in zip(conversations, out)]
+            return out
+
+    qs = arith.generate(24, seed=11, levels=(1, 2, 3))
+    params = params.model_copy(update={"confirm_questions": 16})
+    res = run_search(SingleRightOnConfirm(garbage_or_over_limit, _stable_seed(7, "math", "confirm")), qs, params, verify, seed=7)
+    c = res.confirmation["math"]
+    assert c["single_agent_confirm_fitness"] == 1.0 and c["candidate_confirm_fitness"] == 0.0
+    assert c["kept"] == single_agent("math").design_id == res.champions["math"].design_id
+    assert res.champion_evaluations["math"].design_id == single_agent("math").design_id
+
+
+def test_champion_vs_single_agent_on_heldout_questions():
+    from selfevolve.mass.benchmark import champion_vs_single_agent, format_table
+
+    held = arith.generate(6, seed=99, levels=(1, 2))
+    rows, metrics = champion_vs_single_agent(WorldBackend(garbage_or_over_limit), {"math": planner_solver("math"), "code": single_agent("code")},
+                                             held, PARAMS, verify, max_model_len=512, max_new_tokens=96)
+    assert list(rows) == ["math"]  # no held-out code questions -> no code row
+    r = rows["math"]
+    assert r["questions"] == 6 and r["champion"]["accuracy"] == 1.0 and r["single_agent"]["accuracy"] == 0.0
+    assert r["champion"]["agents"] == ["planner", "solver"] and r["ratios"]["accuracy"] is None  # 1.0 / 0.0 is undefined
+    assert metrics["mass_champion_accuracy"] == 1.0 and metrics["mass_single_agent_accuracy"] == 0.0
+    assert metrics["mass_heldout_n"] == 6 and metrics["mass_champion_is_single_agent"] == 0.0
+    assert metrics["mass_champion_accuracy_per_1k_tokens"] == pytest.approx(1000 / r["champion"]["mean_output_tokens"])
+    assert "planner->solver" in format_table(rows)
