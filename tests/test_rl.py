@@ -45,13 +45,33 @@ def test_one_update_raises_positive_and_lowers_negative(tiny_model_dir):  # noqa
         return (lp * cmask).sum(1)
 
     before = seq_logp()
-    old = rl.behaviour_logprobs(model, tok, batch, 512)
+    old = rl.behaviour_logprobs(model, tok, batch, 512, temperature=params.sampling.temperature)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     loss, stats = rl.policy_update(model, opt, tok, batch, old, params)
     after = seq_logp()
     assert after[0] > before[0], (before, after)
     assert after[1] < before[1], (before, after)
     assert stats["clip_frac"] == 0.0  # first step is on-policy: ratio 1
+
+
+def test_logprobs_are_those_of_the_policy_at_the_sampling_temperature(tiny_model_dir):  # noqa: F811
+    """The rollouts were drawn from softmax(logits / T): the ratio must use the same distribution,
+    else the first update is already off-policy."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    ids, attn, cmask = rl.build_batch(tok, [_r(0, "solver", "g", 1.0)], 512)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+        for t in (0.5, 1.0, 2.0):
+            want = torch.log_softmax(logits / t, -1).gather(2, ids[:, 1:, None]).squeeze(-1)
+            assert torch.allclose(rl.token_logprobs(model, ids, attn, t), want, atol=1e-5)
+        assert not torch.allclose(rl.token_logprobs(model, ids, attn, 0.5), rl.token_logprobs(model, ids, attn, 1.0))
+        assert torch.allclose(rl.token_logprobs(model, ids, attn, 0.0), rl.token_logprobs(model, ids, attn, 1.0))  # greedy: raw logits
+    old = rl.behaviour_logprobs(model, tok, [_r(0, "solver", "g", 1.0)], 512, temperature=0.5)
+    assert torch.allclose(old["r0"], rl.token_logprobs(model, ids, attn, 0.5)[0, : int(attn[0].sum()) - 1], atol=1e-5)
 
 
 def test_clipped_surrogate_stops_gradient_beyond_clip():

@@ -8,7 +8,8 @@ behaviour policy (the model that generated the rollouts),
 
     L = - mean_tokens[ min(rho * A, clip(rho, 1 - eps, 1 + eps) * A) ] + kl_coef * mean_tokens[ k3 ]
 
-with ``rho = exp(logp - logp_old)`` and the k3 KL estimator ``exp(q) - q - 1``, ``q = logp_ref - logp``
+with ``rho = exp(logp - logp_old)`` (log-probs of the policy at the rollouts' sampling temperature,
+``softmax(logits / T)``, as TRL's GRPO computes them) and the k3 KL estimator ``exp(q) - q - 1``, ``q = logp_ref - logp``
 (the reference is the behaviour model). Every ``eval_every`` steps the policy's greedy accuracy on
 validation questions is measured and the best checkpoint (step 0 included) is kept: the SAGE
 paper saw validation accuracy peak and then fall.
@@ -85,11 +86,14 @@ def build_batch(tokenizer, rows: list[Rollout], max_length: int):
     return input_ids, attn, cmask[:, 1:]
 
 
-def token_logprobs(model, input_ids, attention_mask):
-    """Log-probability of each next token: [B, T-1]."""
+def token_logprobs(model, input_ids, attention_mask, temperature: float = 1.0):
+    """Log-probability of each next token under the policy sampled at ``temperature``
+    (``softmax(logits / temperature)``, as the rollouts were drawn; 0 or 1 = the raw logits): [B, T-1]."""
     import torch
 
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
     return torch.gather(torch.log_softmax(logits, -1), 2, input_ids[:, 1:, None]).squeeze(-1)
 
 
@@ -132,7 +136,7 @@ def policy_update(model, optimizer, tokenizer, batch: list[Rollout], behaviour_l
         old_lp[j, : len(o)] = o
     adv = torch.tensor([r.advantage for r in batch], dtype=torch.float)
     for _ in range(rl.epochs_per_batch):
-        logp = token_logprobs(model, ids, attn)
+        logp = token_logprobs(model, ids, attn, params.sampling.temperature)
         loss, stats = reinforce_pp_loss(logp, old_lp, old_lp, adv, cmask, rl.clip_eps, rl.kl_coef)
         optimizer.zero_grad()
         loss.backward()
@@ -141,8 +145,10 @@ def policy_update(model, optimizer, tokenizer, batch: list[Rollout], behaviour_l
     return loss, stats
 
 
-def behaviour_logprobs(model, tokenizer, rollouts: list[Rollout], max_length: int, chunk: int = 32) -> dict:
-    """Next-token log-probs of each rollout under ``model`` (no grad): rollout id -> 1-D tensor."""
+def behaviour_logprobs(model, tokenizer, rollouts: list[Rollout], max_length: int, chunk: int = 32,
+                       temperature: float = 1.0) -> dict:
+    """Next-token log-probs of each rollout under ``model`` sampled at ``temperature`` (no grad):
+    rollout id -> 1-D tensor."""
     import torch
 
     out = {}
@@ -152,7 +158,7 @@ def behaviour_logprobs(model, tokenizer, rollouts: list[Rollout], max_length: in
         for i in range(0, len(rollouts), chunk):
             part = rollouts[i:i + chunk]
             ids, attn, _ = build_batch(tokenizer, part, max_length)
-            lp = token_logprobs(model, ids, attn)
+            lp = token_logprobs(model, ids, attn, temperature)
             for j, r in enumerate(part):
                 out[r.id] = lp[j, : int(attn[j].sum()) - 1].clone()
     model.train(was_training)
@@ -218,7 +224,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
         return summary
 
     # Behaviour (= reference) log-probs, computed once with the model that generated the rollouts.
-    old = behaviour_logprobs(model, tok, rollouts, params.model.max_model_len)
+    old = behaviour_logprobs(model, tok, rollouts, params.model.max_model_len, temperature=params.sampling.temperature)
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rl.learning_rate, weight_decay=0.0)
     best_acc = validate(0)
