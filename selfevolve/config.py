@@ -87,7 +87,7 @@ class SeedParams(_Section):
 
 
 class SamplingParams(_Section):
-    temperature: float = Field(1.0, ge=0.0, le=5.0)
+    temperature: float = Field(0.5, ge=0.0, le=5.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(96, ge=1, le=32768)
 
@@ -105,7 +105,7 @@ class SageParams(_Section):
     """SAGE constants (DESIGN.md 'Reward formulas')."""
 
     questions_per_cycle: int = Field(48, ge=1)
-    pool_sample: int = Field(48, ge=0, description="pool/seed questions planned and solved each cycle")
+    pool_sample: int = Field(384, ge=0, description="pool/seed questions planned and solved each cycle")
     solver_samples: int = Field(5, ge=1, le=256, description="n solver samples per question (r_d and groups)")
     alpha: float = Field(0.7, ge=0.0, le=1.0, description="question quality gate on s_q")
     beta: float = Field(0.3, ge=0.0, le=1.0, description="plan gate on s_p")
@@ -128,16 +128,16 @@ class SageParams(_Section):
 
 class RLParams(_Section):
     algorithm: Literal["reinforce_pp", "grpo"] = "reinforce_pp"
-    steps: int = Field(60, ge=0)
-    batch_size: int = Field(16, ge=1)
-    learning_rate: float = Field(3e-4, gt=0, le=1.0)
+    steps: int = Field(80, ge=0)
+    batch_size: int = Field(32, ge=1)
+    learning_rate: float = Field(3e-5, gt=0, le=1.0)
     clip_eps: float = Field(0.2, gt=0.0, le=1.0)
     kl_coef: float = Field(0.0, ge=0.0)
     epochs_per_batch: int = Field(1, ge=1, le=16)
     max_grad_norm: float = Field(1.0, gt=0)
     grpo_num_generations: int = Field(4, ge=2)
     eval_every: int = Field(20, ge=1, description="steps between held-out checks for best-checkpoint selection")
-    eval_questions: int = Field(64, ge=1)
+    eval_questions: int = Field(200, ge=1)
     skip_no_spread: bool = True
 
 
@@ -153,6 +153,8 @@ class MassParams(_Section):
     generations: int = Field(2, ge=0, le=100)
     population: int = Field(4, ge=1, le=64)
     eval_questions: int = Field(16, ge=1)
+    confirm_questions: int = Field(16, ge=0, description="pool questions outside the fitness sample on which the final champion "
+                                   "must beat the single agent before it is kept (0 = off)")
     max_agents: int = Field(4, ge=1, le=32)
     max_calls: int = Field(6, ge=1, le=256)
     max_tokens_per_run: int = Field(1024, ge=16)
@@ -181,6 +183,8 @@ class EvaluationParams(_Section):
     benchmarks: list[BenchmarkSpec] = Field(default_factory=lambda: [BenchmarkSpec(name="heldout", limit=400)])
     max_new_tokens: int = Field(96, ge=1)
     batch_size: int = Field(32, ge=1)
+    mass_questions: int = Field(200, ge=0, description="held-out questions on which each cycle's MASS champion and the "
+                                "single agent are compared (0 = off)")
 
 
 class CycleSpec(_Section):
