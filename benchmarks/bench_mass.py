@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
     src.add_argument("--tiny", action="store_true", help="build an untrained tiny model in a temp dir (smoke run)")
     ap.add_argument("--search-questions", type=int, default=32)
     ap.add_argument("--eval-questions", type=int, default=16, help="fitness sample per design during the search")
+    ap.add_argument("--confirm-questions", type=int, default=16, help="held-out check of the champion (0 = off)")
     ap.add_argument("--heldout", type=int, default=128)
     ap.add_argument("--levels", default="1,2,3", help="arith levels, comma-separated")
     ap.add_argument("--generations", type=int, default=2)
@@ -81,8 +82,8 @@ def main(argv: list[str] | None = None) -> dict:
     from selfevolve.backends.base import SamplingConfig
     from selfevolve.backends.hf import HFBackend
     from selfevolve.config import MassParams
-    from selfevolve.mass.design import DesignLimits, single_agent
-    from selfevolve.mass.search import evaluate_design, run_search
+    from selfevolve.mass.benchmark import champion_vs_single_agent, format_table
+    from selfevolve.mass.search import run_search
     from selfevolve.seeds import arith
 
     tmp = None
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
     backend = HFBackend(model, device=args.device, max_model_len=args.max_model_len)
     max_len = min(args.max_model_len, backend.max_model_len)
     params = MassParams(generations=args.generations, population=args.population, eval_questions=args.eval_questions,
+                        confirm_questions=args.confirm_questions,
                         cost_weight=args.cost_weight)
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens)
 
@@ -106,35 +108,19 @@ def main(argv: list[str] | None = None) -> dict:
     result = run_search(backend, pool, params, verify, seed=args.seed, sampling=sampling, max_model_len=max_len,
                         log=lambda m: print(m, flush=True))
     search_s = time.time() - t0
-    champion = result.champions["math"]
-    limits = DesignLimits.from_params(params, max_model_len=max_len, max_new_tokens=args.max_new_tokens,
-                                      question_chars=max(len(q.text) for q in held))
-    rows = {}
     t1 = time.time()
-    for name, design in (("single_agent", single_agent("math")), ("champion", champion)):
-        ev, _ = evaluate_design(backend, design, held, verify_fn=verify, limits=limits, sampling=sampling, seed=args.seed,
-                                check_limits=False)
-        rows[name] = {"design_id": ev.design_id, "agents": design.agent_ids, "gate": design.gate is not None,
-                      "accuracy": ev.accuracy, "mean_output_tokens": ev.mean_output_tokens,
-                      "accuracy_per_1k_tokens": ev.accuracy_per_1k_tokens, "completed_rate": ev.completed_rate}
+    table, _ = champion_vs_single_agent(backend, result.champions, held, params, verify, max_model_len=max_len,
+                                        max_new_tokens=args.max_new_tokens, seed=args.seed)
     eval_s = time.time() - t1
-
-    def ratio(key):
-        a, b = rows["champion"][key], rows["single_agent"][key]
-        return None if a is None or not b else a / b
-
+    rows = table["math"]
     print(f"\nmodel {model}  search: {len(pool)} questions, {args.generations} generations x {args.population}, "
           f"{len(result.evaluated)} designs, {search_s:.1f}s   held-out: {len(held)} questions, {eval_s:.1f}s")
-    print(f"{'design':<14}{'id':<15}{'agents':<28}{'accuracy':>9}{'tokens/q':>10}{'acc/1k tok':>12}")
-    for name, r in rows.items():
-        acc = "n/a" if r["accuracy"] is None else f"{r['accuracy']:.3f}"
-        per = "n/a" if r["accuracy_per_1k_tokens"] is None else f"{r['accuracy_per_1k_tokens']:.2f}"
-        agents = "->".join(r["agents"]) + (" +gate" if r["gate"] else "")
-        print(f"{name:<14}{r['design_id']:<15}{agents:<28}{acc:>9}{r['mean_output_tokens']:>10.1f}{per:>12}")
-    ratios = {k: ratio(k) for k in ("accuracy", "mean_output_tokens", "accuracy_per_1k_tokens")}
+    print(format_table(table))
+    ratios = rows["ratios"]
     print("champion / single_agent: " + ", ".join(f"{k} {'n/a' if v is None else f'{v:.2f}x'}" for k, v in ratios.items()))
     summary = {"model": model, "search_s": round(search_s, 2), "eval_s": round(eval_s, 2), "heldout": len(held),
-               "designs_evaluated": len(result.evaluated), "rows": rows, "ratios": ratios,
+               "designs_evaluated": len(result.evaluated), "rows": {k: rows[k] for k in ("single_agent", "champion")},
+               "ratios": ratios, "confirmation": result.confirmation,
                "model_proposals_accepted": sum(h.get("model_accepted", 0) for h in result.history)}
     print(json.dumps(summary))
     backend.close()

@@ -18,6 +18,8 @@ COLUMNS = [
     ("r_crit", "rewards", "reward_critic"),
     ("rl best val", "train_rl", "best_val_accuracy"),
     ("mass fit", "mass_search", "mass_math_fitness"),
+    ("mass champ", "evaluate", "mass_champion_accuracy"),
+    ("single", "evaluate", "mass_single_agent_accuracy"),
 ]
 
 # The base cycle has no rewards stage: its pool is the seed set.

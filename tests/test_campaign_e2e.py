@@ -32,7 +32,7 @@ SMALL = {
     "rl": {"steps": 3, "batch_size": 4, "eval_every": 2, "eval_questions": 6},
     "sft": {"steps": 2, "batch_size": 2},
     "mass": {"generations": 1, "population": 2, "eval_questions": 3, "questions": 4, "trajectories_per_question": 1, "max_tokens_per_run": 256},
-    "evaluation": {"max_new_tokens": 40, "benchmarks": [{"name": "heldout", "limit": 16, "k": 1}]},
+    "evaluation": {"max_new_tokens": 40, "benchmarks": [{"name": "heldout", "limit": 16, "k": 1}], "mass_questions": 6},
 }
 
 
@@ -96,6 +96,10 @@ def test_every_stage_output_exists(campaign):
         assert (root / "models" / c / "config.json").exists() and (root / "models" / f"{c}-rl" / "rl.json").exists()
         m = json.loads((root / "metrics" / c / "evaluate.json").read_text())
         assert 0.0 <= m["heldout_accuracy"] <= 1.0 and m["heldout_n"] == 16
+        # the MASS benchmark of the cycle: its champion vs the single agent on the same held-out questions
+        assert m["mass_heldout_n"] == 6 and 0.0 <= m["mass_champion_accuracy"] <= 1.0 and "mass_single_agent_accuracy" in m
+        mass_rows = json.loads((root / "data" / "cycles" / c / "eval" / "mass.json").read_text())
+        assert set(mass_rows["math"]) >= {"champion", "single_agent", "ratios"}
     pool1 = (root / "data/cycles/c1/pool.jsonl").read_text().count("\n")
     pool2 = (root / "data/cycles/c2/pool.jsonl").read_text().count("\n")
     assert pool2 >= pool1 >= 40

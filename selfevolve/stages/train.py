@@ -126,7 +126,8 @@ def evaluate(params: Params, cycle: str, root=".") -> dict:
     (the campaign's base model for cycle ``base``): greedy pass@1 for k = 1, sampled pass@k for
     k > 1, graded by the verifiers (``selfevolve.evaluation.evaluate.evaluate_benchmarks``).
     Writes ``eval/<benchmark>.jsonl`` (per item) and returns ``<benchmark>_<metric>`` metrics
-    (always ``heldout_accuracy`` and ``heldout_n`` when ``heldout`` is listed)."""
+    (always ``heldout_accuracy`` and ``heldout_n`` when ``heldout`` is listed). For a cycle with a
+    MASS champion, also the MASS benchmark (``_mass_benchmark``: ``eval/mass.json``, ``mass_*``)."""
     from selfevolve.evaluation.evaluate import evaluate_benchmarks
 
     P = cycle_paths(cycle, root)
@@ -136,6 +137,28 @@ def evaluate(params: Params, cycle: str, root=".") -> dict:
         data_dir = Path(root) / data_dir
     if P.eval_dir.exists():  # the stage owns eval/: no stale files of benchmarks no longer listed
         shutil.rmtree(P.eval_dir)
+    champions_path = P.mass_dir / "champions.json"
     with make_backend(params, model_dir) as backend:
-        return evaluate_benchmarks(backend, params.evaluation.benchmarks, params, P.eval_dir, heldout_path=P.heldout,
-                                   data_dir=data_dir, seed=stage_seed(params, cycle, "evaluate"))
+        metrics = evaluate_benchmarks(backend, params.evaluation.benchmarks, params, P.eval_dir, heldout_path=P.heldout,
+                                      data_dir=data_dir, seed=stage_seed(params, cycle, "evaluate"))
+        if cycle != "base" and params.mass.enabled and params.evaluation.mass_questions and champions_path.exists():
+            metrics |= _mass_benchmark(backend, params, cycle, champions_path, P)
+    return metrics
+
+
+def _mass_benchmark(backend, params: Params, cycle: str, champions_path: Path, P) -> dict:
+    """The cycle's MASS champion vs the single agent on the first ``evaluation.mass_questions``
+    held-out questions with the cycle's model (``selfevolve.mass.benchmark``); writes
+    ``eval/mass.json``."""
+    from selfevolve.mass.benchmark import champion_vs_single_agent
+    from selfevolve.mass.design import WorkflowDesign
+    from selfevolve.mass.search import stage_verify_fn
+
+    champions = {d: WorkflowDesign.model_validate(obj) for d, obj in json.loads(champions_path.read_text()).items()}
+    held = read_jsonl(P.heldout, Question)[: params.evaluation.mass_questions]
+    rows, metrics = champion_vs_single_agent(backend, champions, held, params.mass, stage_verify_fn(params),
+                                             max_model_len=params.model.max_model_len,
+                                             max_new_tokens=params.evaluation.max_new_tokens,
+                                             seed=stage_seed(params, cycle, "evaluate-mass"))
+    write_json(P.eval_dir / "mass.json", rows)
+    return metrics
