@@ -219,3 +219,29 @@ def test_report_command_fails_cleanly_without_params(tmp_path):
     res = CliRunner().invoke(app, ["report", "--root", str(tmp_path), "--no-track"])
     assert res.exit_code == 2
     assert "params.yaml" in res.output and "not found" in res.output
+
+
+def test_report_table_has_paired_significance_and_mass_heldout_columns(tmp_path):
+    """The held-out p-value is the exact McNemar test on the per-item outcomes of eval/heldout.jsonl
+    (paired by question id); the MASS held-out columns come from the evaluate metrics."""
+    from selfevolve.evaluation.stats import mcnemar_exact
+
+    root = build_fake_campaign(tmp_path / "campaign")
+    outcomes = {"base": [1] * 30 + [0] * 70, "c1": [1] * 30 + [0] * 70, "c2": [1] * 28 + [0] * 2 + [1] * 14 + [0] * 56}
+    for c, xs in outcomes.items():
+        rows = [{"id": f"h{i}", "correct": [x]} for i, x in enumerate(xs)]
+        write_jsonl(root / f"data/cycles/{c}/eval/heldout.jsonl", rows[::-1])  # order must not matter
+    m = json.loads((root / "metrics/c2/evaluate.json").read_text())
+    write_json(root / "metrics/c2/evaluate.json", {**m, "mass_champion_accuracy": 0.61, "mass_single_agent_accuracy": 0.52,
+                                                    "mass_champion_accuracy_per_1k_tokens": 9.5, "mass_single_agent_accuracy_per_1k_tokens": 14.0})
+    md = build_report(root, track=False)["report"].read_text()
+    head = next(ln for ln in md.splitlines() if ln.startswith("| cycle"))
+    assert "held-out p vs base" in head and "MASS champion held-out" in head and "single acc/1k tok" in head
+    p2 = mcnemar_exact(outcomes["base"], outcomes["c2"])[0]
+    assert p2 < 0.05
+    c2 = next(ln for ln in md.splitlines() if ln.startswith("| c2 |")).split("|")
+    c1 = next(ln for ln in md.splitlines() if ln.startswith("| c1 |")).split("|")
+    col = [x.strip() for x in head.split("|")].index("held-out p vs base")
+    assert c2[col].strip() == f"{p2:.3f}" and c1[col].strip() == "1.000"
+    cells = [x.strip() for x in c2]
+    assert {"0.610", "0.520", "9.500", "14.000"} <= set(cells)

@@ -80,6 +80,18 @@ class CampaignData:
     mass: dict[str, dict] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     params: dict = field(default_factory=dict)
+    heldout: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def heldout_p_vs_base(self, cycle: str) -> float | None:
+        """Exact McNemar p-value of the cycle's held-out outcomes against the base model's on the
+        questions both were graded on (``eval/heldout.jsonl``, first sample); ``None`` without both."""
+        from selfevolve.evaluation.stats import mcnemar_exact
+
+        base, cur = self.heldout.get("base"), self.heldout.get(cycle)
+        if cycle == "base" or not base or not cur:
+            return None
+        ids = sorted(set(base) & set(cur))
+        return mcnemar_exact([base[i] for i in ids], [cur[i] for i in ids])[0] if ids else None
 
     def metric(self, cycle: str, stage: str, key: str) -> float | None:
         v = self.metrics.get(cycle, {}).get(stage, {}).get(key)
@@ -92,7 +104,7 @@ def collect_campaign(root: str | Path = ".", params_path: str | Path | None = No
     skipped and noted in ``missing``."""
     from selfevolve.config import load_params
     from selfevolve.paths import cycle_paths
-    from selfevolve.records import Question, RecordFileError, read_jsonl
+    from selfevolve.records import Question, RecordFileError, iter_json_lines, read_jsonl
 
     root = Path(root)
     params = load_params(Path(params_path) if params_path else root / "params.yaml")
@@ -111,6 +123,13 @@ def collect_campaign(root: str | Path = ".", params_path: str | Path | None = No
                 data.metrics[c][f.stem] = obj
         if not data.metrics[c]:
             data.missing.append(f"{mdir}: no metrics files")
+        held = P.eval_dir / "heldout.jsonl"
+        if held.is_file():
+            try:
+                data.heldout[c] = {str(r["id"]): int(bool(r["correct"][0])) for _, r in iter_json_lines(held)
+                                   if r.get("id") is not None and isinstance(r.get("correct"), list) and r["correct"]}
+            except (OSError, RecordFileError) as exc:
+                data.missing.append(f"{held}: unreadable ({exc})")
         if P.pool.is_file():
             try:
                 data.pools[c] = read_jsonl(P.pool, Question)
@@ -554,6 +573,13 @@ def _table(data: CampaignData, series: dict) -> str:
         label = re.sub(r"_accuracy$", " pass@1", k)
         label = re.sub(r"_pass_at_(\d+)$", r" pass@\1", label)
         cols.append((label, lambda c, k=k: by["benchmarks"].get(c, {}).get(k)))
+    if data.heldout:
+        cols.append(("held-out p vs base", data.heldout_p_vs_base))
+    if any(data.metric(c, "evaluate", "mass_champion_accuracy") is not None for c in data.cycles):
+        cols += [("MASS champion held-out", lambda c: data.metric(c, "evaluate", "mass_champion_accuracy")),
+                 ("single agent held-out", lambda c: data.metric(c, "evaluate", "mass_single_agent_accuracy")),
+                 ("champion acc/1k tok", lambda c: data.metric(c, "evaluate", "mass_champion_accuracy_per_1k_tokens")),
+                 ("single acc/1k tok", lambda c: data.metric(c, "evaluate", "mass_single_agent_accuracy_per_1k_tokens"))]
     cols += [
         ("pool", lambda c: by["pool"].get(c, {}).get("pool_size")),
         ("+pool", lambda c: data.metric(c, "rewards", "pool_growth")),
@@ -588,7 +614,9 @@ def write_markdown(data: CampaignData, series: dict, figures: dict[str, Path], s
         "",
         _table(data, series),
         "",
-        "Columns: benchmark pass@1/pass@k (evaluate), pool size and growth and mean Solver pass rate (rewards), critic gate pass "
+        "Columns: benchmark pass@1/pass@k (evaluate), exact McNemar p-value of the held-out outcomes against the base model "
+        "(paired on the same questions; claim a change only at p < 0.05), the cycle's MASS champion and the single agent on "
+        "held-out questions with the cycle's model (accuracy and accuracy per 1,000 output tokens), pool size and growth and mean Solver pass rate (rewards), critic gate pass "
         "rates, Solver accuracy on the cycle's solve set (verify), mean reward per role, best RL validation accuracy (train_rl), "
         "MASS champion fitness (mass_search).",
         "",
