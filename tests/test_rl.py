@@ -102,3 +102,35 @@ def test_grpo_trains_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):  #
     assert [p["step"] for p in summary["val_curve"]] == [0, 1, 2]
     assert json.loads((tmp_path / "out" / "rl.json").read_text())["best_step"] == summary["best_step"]
     AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+
+
+def test_checkpoint_selection_takes_only_significant_validation_gains(monkeypatch):
+    """Step 0 is kept against a gain inside the noise (+3 of 100 questions, McNemar p ~ 0.25), is
+    replaced by a significant one (+20), and that by a higher significant one; select_p = 1 falls
+    back to plain best accuracy."""
+    import torch
+
+    start = [1] * 50 + [0] * 50
+    noise = [1] * 53 + [0] * 47
+    big = [1] * 70 + [0] * 30
+    outcomes = iter([start, noise, big, [1] * 71 + [0] * 29])
+    model = torch.nn.Linear(2, 1)
+    sel = rl.CheckpointSelector(model, None, [], Params())
+    monkeypatch.setattr(sel, "_correct", lambda: next(outcomes))
+    for step in (0, 10, 20):
+        with torch.no_grad():
+            model.weight.fill_(float(step))
+        sel.check(step)
+    assert sel.curve[1]["p_vs_start"] > 0.05 and sel.best_step == 20 and sel.best_accuracy == 0.7
+    assert sel.curve[2]["p_vs_start"] < 0.05 and torch.all(sel.best_state["weight"] == 20.0)
+    sel.check(30)  # 0.71: best so far and significant -> taken
+    assert sel.best_step == 30
+
+    params = Params()
+    params.rl.select_p = 1.0
+    plain = rl.CheckpointSelector(model, None, [], params)
+    seq = iter([start, noise])
+    monkeypatch.setattr(plain, "_correct", lambda: next(seq))
+    plain.check(0)
+    plain.check(10)
+    assert plain.best_step == 10  # without the test, +3 of 100 would be taken
