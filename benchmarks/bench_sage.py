@@ -64,6 +64,31 @@ def heldout_questions(base: Path, n: int, seed: int):
     return out[:n]
 
 
+def apply_overrides(params, overrides: list[str]):
+    """``params`` with each ``a.b.c=value`` applied (value parsed as YAML), re-validated by the
+    schema; exits with the schema's message for an unknown key or a bad value."""
+    import yaml
+
+    from selfevolve.config import Params
+
+    data = params.model_dump(mode="json")
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item!r}: expected KEY=VALUE, e.g. rl.select_p=1.0")
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise SystemExit(f"--set {item!r}: {part!r} is not a section of params")
+            node = node[part]
+        node[parts[-1]] = yaml.safe_load(raw)
+    try:
+        return Params.model_validate(data)
+    except Exception as exc:  # pydantic's message names the field and the rule
+        raise SystemExit(f"--set: invalid params: {exc}") from None
+
+
 def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, with_mass: bool) -> Path:
     """Variant project: base model and base data linked/copied from ``base``, its own params.yaml."""
     import yaml
@@ -170,6 +195,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--heldout", type=int, default=1200, help="held-out questions (the issue asks for >= 1,200)")
     ap.add_argument("--out", type=Path, default=None, help="work and result folder (default <root>/reports/sage_benchmark)")
     ap.add_argument("--with-mass", action="store_true", help="keep the MASS search + SFT in each cycle")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a param for every variant, e.g. --set rl.select_p=1.0 (YAML value; repeatable)")
     ap.add_argument("--no-mlflow", action="store_true")
     args = ap.parse_args(argv)
 
@@ -178,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict:
     base = args.root.resolve()
     if not (base / "models" / "base" / "config.json").exists() or not (base / "data/cycles/base/pool.jsonl").exists():
         raise SystemExit(f"{base} has no base model or seed pool: run `make run` (or `dvc repro bootstrap`) there first")
-    params = load_params(args.params or base / "params.yaml")
+    params = apply_overrides(load_params(args.params or base / "params.yaml"), args.set)
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
