@@ -243,10 +243,11 @@ def test_confirmation_demotes_a_champion_that_overfits_its_fitness_sample():
     be = OverfitBackend(garbage_or_over_limit, confirm_seed=_stable_seed(7, "math", "confirm"))
     res = run_search(be, QUESTIONS, params, verify, seed=7)
     c = res.confirmation["math"]
-    # fitness sample: the candidate 1.0, the single agent 0.0; confirmation: candidate 0.0 (wrong),
-    # single agent 0.0 -> pooled 8/12 vs 0 keeps the candidate ...
-    assert c["candidate_confirm_fitness"] == 0.0 and c["kept"] == c["candidate"]
-    # ... but with a confirmation sample as large as the fitness sample and the single agent right there, it loses
+    # fitness sample: the candidate 1.0, the single agent 0.0; confirmation: both 0.0 -> a tie is no
+    # evidence for the bigger design: the single agent is champion
+    assert c["candidate_confirm_fitness"] == c["single_agent_confirm_fitness"] == 0.0
+    assert c["kept"] == single_agent("math").design_id == res.champions["math"].design_id
+    # and when the single agent is right on the confirmation questions, the candidate loses too
     class SingleRightOnConfirm(OverfitBackend):
         def chat(self, conversations, sampling):
             out = super().chat(conversations, sampling)
