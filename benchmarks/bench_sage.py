@@ -89,8 +89,10 @@ def apply_overrides(params, overrides: list[str]):
         raise SystemExit(f"--set: invalid params: {exc}") from None
 
 
-def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, with_mass: bool) -> Path:
-    """Variant project: base model and base data linked/copied from ``base``, its own params.yaml."""
+def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, with_mass: bool, eval_dir: Path) -> Path:
+    """Variant project: base model and base data linked/copied from ``base``, its own params.yaml.
+    A variant folder left by a run with other params is removed (with its cached evaluations)
+    so that resuming never mixes settings."""
     import yaml
 
     (vroot / "models").mkdir(parents=True, exist_ok=True)
@@ -108,8 +110,16 @@ def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, wit
     if not with_mass:
         p["mass"]["enabled"] = False
     p["evaluation"]["mass_questions"] = 0
-    (vroot / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
-    return vroot / "params.yaml"
+    text = yaml.safe_dump(p, sort_keys=False)
+    ppath = vroot / "params.yaml"
+    if ppath.exists() and ppath.read_text() != text:
+        print(f"  {name}: params changed since the last run: starting this variant afresh", flush=True)
+        shutil.rmtree(vroot)
+        for f in eval_dir.glob(f"{name}-c*.json"):
+            f.unlink()
+        return prepare_variant(base, vroot, params, name, cycles, with_mass, eval_dir)
+    ppath.write_text(text)
+    return ppath
 
 
 def run_cycles(vroot: Path, params_path: Path, cycles: int, log) -> None:
@@ -140,11 +150,12 @@ def evaluate_model(model_dir: Path, questions, params, cache: Path) -> list[int]
     return correct
 
 
-def build_table(results: dict, cycles: int, n: int) -> str:
+def build_table(results: dict, cycles: int, n: int, overrides: list[str] = ()) -> str:
     acc = lambda xs: sum(xs) / len(xs)  # noqa: E731
     head = ["variant", "base"] + [f"c{i}" for i in range(1, cycles + 1)] + [f"c{cycles} - base", "p (McNemar vs base)",
                                                                           f"p (full vs variant, c{cycles})"]
-    lines = [f"Held-out Solver accuracy, {n} arith questions (levels 1-5), greedy; exact McNemar tests.", "",
+    setting = ", ".join(f"`{o}`" for o in overrides) or "params as given"
+    lines = [f"Held-out Solver accuracy, {n} arith questions (levels 1-5), greedy; exact McNemar tests; {setting}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = results["base"]
     for name, r in results["variants"].items():
@@ -156,9 +167,10 @@ def build_table(results: dict, cycles: int, n: int) -> str:
     return "\n".join(lines)
 
 
-def log_mlflow(base: Path, campaign: str, results: dict, table: str, out: Path, cycles: int) -> None:
-    """One run per variant in experiment ``<campaign>-sage-benchmark`` of the project's store; a
-    rerun replaces the variant's earlier run."""
+def log_mlflow(base: Path, campaign: str, results: dict, table: str, out: Path, cycles: int, overrides: list[str]) -> None:
+    """One run per variant in experiment ``<campaign>-sage-benchmark`` of the project's store,
+    tagged with the variant and the ``--set`` overrides; a rerun replaces the run with the same
+    variant and overrides."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -168,12 +180,16 @@ def log_mlflow(base: Path, campaign: str, results: dict, table: str, out: Path, 
     exp_id = _experiment_id(client, f"{campaign}-sage-benchmark", base)  # before set_tracking_uri, which sets the env var
     mlflow.set_tracking_uri(tracking_uri(base))
     acc = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    setting = " ".join(sorted(overrides)) or "defaults"
     for name, r in results["variants"].items():
-        for old in client.search_runs([exp_id], filter_string=f"tags.`selfevolve.variant` = '{name}'"):
+        tags = {"selfevolve.variant": name, "selfevolve.overrides": setting}
+        flt = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
+        for old in client.search_runs([exp_id], filter_string=flt):
             client.delete_run(old.info.run_id)
-        with mlflow.start_run(experiment_id=exp_id, run_name=name, tags={"selfevolve.variant": name}):
+        run_name = name if setting == "defaults" else f"{name} ({setting})"
+        with mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=tags):
             mlflow.log_params({"variant": name, **{f"ablation.{k}": v for k, v in VARIANTS[name].items()},
-                               "heldout_n": len(results["base"]), "cycles": cycles})
+                               "heldout_n": len(results["base"]), "cycles": cycles, "overrides": setting})
             mlflow.log_metric("heldout_accuracy", acc(results["base"]), step=0)
             for i in range(1, cycles + 1):
                 c = f"c{i}"
@@ -220,7 +236,7 @@ def main(argv: list[str] | None = None) -> dict:
     log(f"base: held-out accuracy {sum(results['base']) / len(questions):.3f} on {len(questions)} questions")
     for name in names:
         vroot = out / "variants" / name
-        ppath = prepare_variant(base, vroot, params, name, args.cycles, args.with_mass)
+        ppath = prepare_variant(base, vroot, params, name, args.cycles, args.with_mass, out / "eval")
         t = time.time()
         run_cycles(vroot, ppath, args.cycles, log)
         r = {"cycles": {}, "p_vs_base": {}, "discordant_vs_base": {}}
@@ -238,13 +254,13 @@ def main(argv: list[str] | None = None) -> dict:
         for name, r in results["variants"].items():
             if name != "full":
                 r["p_full_vs_variant"], *_ = mcnemar_exact(r["cycles"][last], full)
-    table = build_table(results, args.cycles, len(questions))
+    table = build_table(results, args.cycles, len(questions), args.set)
     results["seconds"] = round(time.time() - t0, 1)
     (out / "results.json").write_text(json.dumps(results))
     (out / "table.md").write_text(table + "\n")
     print("\n" + table)
     if not args.no_mlflow:
-        log_mlflow(base, params.campaign, results, table, out, args.cycles)
+        log_mlflow(base, params.campaign, results, table, out, args.cycles, args.set)
     return results
 
 
