@@ -18,7 +18,6 @@ and then fall.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import random
@@ -226,17 +225,19 @@ class CheckpointSelector:
         if self.start is None:
             self.start = correct
             entry = {"step": step, "accuracy": acc, "p_vs_start": 1.0}
-            self.best_step, self.best_accuracy = step, acc
-            self.best_state = copy.deepcopy({k: v.detach().clone() for k, v in self.model.state_dict().items()})
+            self._keep(step, acc)
         else:
             p, _, _ = mcnemar_exact(self.start, correct)
             entry = {"step": step, "accuracy": acc, "p_vs_start": p}
             start_acc = self.curve[0]["accuracy"]
             if acc > self.best_accuracy and acc > start_acc and p < self.params.rl.select_p:
-                self.best_step, self.best_accuracy = step, acc
-                self.best_state = copy.deepcopy({k: v.detach().clone() for k, v in self.model.state_dict().items()})
+                self._keep(step, acc)
         self.curve.append(entry)
         return entry
+
+    def _keep(self, step: int, acc: float) -> None:
+        self.best_step, self.best_accuracy = step, acc
+        self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
 
 def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_questions: list[Question], params: Params,
