@@ -94,7 +94,7 @@ def train_sft(params: Params, cycle: str, root=".") -> dict:
     """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS trajectories; the result is the
     cycle's model ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
 
-    Like ``train_rl``, the step is kept only if it does not lower validation accuracy
+    The SFT step is kept only if it does not lower validation accuracy
     (``sft.keep_if_worse`` = false): otherwise ``models/<cycle>`` is the RL checkpoint and
     ``sft_kept`` is 0. Measured here: 40 steps on 18 trajectory chats took held-out accuracy from
     0.34 to 0.055, since the flattened multi-agent chats pull the Solver away from its own format.
