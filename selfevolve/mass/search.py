@@ -305,7 +305,7 @@ class _DomainSearch:
         k = min(params.eval_questions, len(pool))
         self.questions = self.rng.sample(pool, k)
         rest = [q for q in pool if q not in self.questions]
-        self.confirm_questions = self.rng.sample(rest, min(getattr(params, "confirm_questions", 0), len(rest)))
+        self.confirm_questions = self.rng.sample(rest, min(params.confirm_questions, len(rest)))
         self.confirmation: dict[str, Any] = {}
         self.limits = DesignLimits.from_params(params, max_model_len=max_model_len, max_new_tokens=sampling.max_new_tokens,
                                                question_chars=max(len(q.text) for q in self.questions))

@@ -229,8 +229,7 @@ class CheckpointSelector:
         else:
             p, _, _ = mcnemar_exact(self.start, correct)
             entry = {"step": step, "accuracy": acc, "p_vs_start": p}
-            start_acc = self.curve[0]["accuracy"]
-            if acc > self.best_accuracy and acc > start_acc and p < self.params.rl.select_p:
+            if acc > self.best_accuracy and p < self.params.rl.select_p:  # best_accuracy >= step 0's
                 self._keep(step, acc)
         self.curve.append(entry)
         return entry
