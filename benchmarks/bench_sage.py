@@ -177,7 +177,7 @@ def log_mlflow(base: Path, campaign: str, results: dict, table: str, out: Path, 
     from selfevolve.tracking import _experiment_id, tracking_uri
 
     client = MlflowClient(tracking_uri=tracking_uri(base))
-    exp_id = _experiment_id(client, f"{campaign}-sage-benchmark", base)  # before set_tracking_uri, which sets the env var
+    exp_id = _experiment_id(client, f"{campaign}-sage-benchmark", base)
     mlflow.set_tracking_uri(tracking_uri(base))
     acc = lambda xs: sum(xs) / len(xs)  # noqa: E731
     setting = " ".join(sorted(overrides)) or "defaults"

@@ -27,23 +27,30 @@ TAG_CYCLE, TAG_STAGE, TAG_KIND = "selfevolve.cycle", "selfevolve.stage", "selfev
 TAG_PID, TAG_HOST = "selfevolve.pid", "selfevolve.host"
 
 
+def _local_store(root: str | Path) -> str:
+    return f"sqlite:///{Path(root).resolve() / 'mlflow' / 'mlflow.db'}"
+
+
 def tracking_uri(root: str | Path = ".") -> str:
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
-    store = Path(root).resolve() / "mlflow"
-    store.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{store / 'mlflow.db'}"
+    (Path(root).resolve() / "mlflow").mkdir(parents=True, exist_ok=True)
+    return _local_store(root)
 
 
 def _experiment_id(client, name: str, root: str | Path) -> str:
+    """Id of experiment ``name`` (restored if deleted, created if missing). A new experiment in the
+    project's local store keeps its artifacts under ``<root>/mlflow/artifacts``; on any other
+    tracking server the server decides. Decided from the client's URI, not the environment, because
+    ``mlflow.set_tracking_uri`` exports ``MLFLOW_TRACKING_URI`` even for the local store."""
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             client.restore_experiment(exp.experiment_id)
         return exp.experiment_id
     artifacts = None
-    if not os.environ.get("MLFLOW_TRACKING_URI"):
+    if client.tracking_uri == _local_store(root):
         artifacts = (Path(root).resolve() / "mlflow" / "artifacts").as_uri()
     return client.create_experiment(name, artifact_location=artifacts)
 

@@ -61,3 +61,19 @@ def test_killed_stage_run_is_swept(store):
     with tracking.stage_run("t", "c1", "solve", None, store):  # any later stage run sweeps
         pass
     assert [r.info.status for r in _runs(store, **{tracking.TAG_STAGE: "plan"})] == ["FINISHED"]
+
+
+def test_local_store_keeps_artifacts_in_project_after_set_tracking_uri(store, monkeypatch):
+    """``mlflow.set_tracking_uri`` exports MLFLOW_TRACKING_URI; a new experiment in the local store
+    must still keep its artifacts under <root>/mlflow/artifacts (not the working directory's ./mlruns)."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setattr(mlflow.tracking._tracking_service.utils, "_tracking_uri", None, raising=False)
+    mlflow.set_tracking_uri(tracking.tracking_uri(store))
+    assert os.environ.get("MLFLOW_TRACKING_URI")  # the behaviour this guards against
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    client = MlflowClient(tracking.tracking_uri(store))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking.tracking_uri(store))
+    exp = client.get_experiment(tracking._experiment_id(client, "after-set", store))
+    assert exp.artifact_location == (store.resolve() / "mlflow" / "artifacts").as_uri()
