@@ -134,3 +134,33 @@ def test_checkpoint_selection_takes_only_significant_validation_gains(monkeypatc
     plain.check(0)
     plain.check(10)
     assert plain.best_step == 10  # without the test, +3 of 100 would be taken
+
+
+def test_weight_average_is_an_exponential_moving_average_of_the_updates():
+    import torch
+
+    assert rl.weight_average(torch.nn.Linear(2, 1), 0.0) is None
+    lin = torch.nn.Linear(2, 1, bias=False)
+    avg = rl.weight_average(lin, 0.75)
+    seen = []
+    for value in (1.0, 2.0, 4.0):
+        with torch.no_grad():
+            lin.weight.fill_(value)
+        avg.update_parameters(lin)
+        seen.append(avg.module.weight[0, 0].item())
+    # the first update copies, then w_avg <- 0.75 w_avg + 0.25 w
+    assert seen == pytest.approx([1.0, 0.75 * 1.0 + 0.25 * 2.0, 0.75 * 1.25 + 0.25 * 4.0])
+    assert lin.weight[0, 0].item() == 4.0  # the trained model itself is untouched
+
+
+def test_warmup_schedule_ramps_linearly_then_holds():
+    import torch
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = rl.warmup_schedule(opt, 4)
+    lrs = []
+    for _ in range(6):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
