@@ -128,9 +128,9 @@ class SageParams(_Section):
 
 class RLParams(_Section):
     algorithm: Literal["reinforce_pp", "grpo"] = "reinforce_pp"
-    steps: int = Field(200, ge=0)
+    steps: int = Field(80, ge=0)
     batch_size: int = Field(32, ge=1)
-    learning_rate: float = Field(1e-4, gt=0, le=1.0)
+    learning_rate: float = Field(3e-5, gt=0, le=1.0)
     clip_eps: float = Field(0.2, gt=0.0, le=1.0)
     kl_coef: float = Field(0.0, ge=0.0)
     epochs_per_batch: int = Field(1, ge=1, le=16)
@@ -139,9 +139,9 @@ class RLParams(_Section):
     ema_decay: float = Field(0.98, ge=0.0, lt=1.0, description="validate and keep an exponential moving average of the "
                              "weights with this decay (0 = the raw weights)")
     grpo_num_generations: int = Field(4, ge=2)
-    eval_every: int = Field(50, ge=1, description="steps between held-out checks for best-checkpoint selection")
+    eval_every: int = Field(20, ge=1, description="steps between held-out checks for best-checkpoint selection")
     eval_questions: int = Field(200, ge=1)
-    select_p: float = Field(1.0, gt=0.0, le=1.0, description="a checkpoint replaces the starting model only if its validation "
+    select_p: float = Field(0.05, gt=0.0, le=1.0, description="a checkpoint replaces the starting model only if its validation "
                             "gain has exact McNemar p below this (1.0 = plain best accuracy)")
     skip_no_spread: bool = True
 

@@ -19,8 +19,9 @@ What is validated and kept is an exponential moving average of the weights (``rl
 Polyak & Juditsky 1992), not the last iterate: on the embedded tiny model the raw weights'
 greedy accuracy swings by several points between checks (each update moves every weight by about
 the learning rate, whatever the signal), and the average keeps the consistent direction.
-Measured on 400 held-out questions, REINFORCE++ lr 1e-4, 200 steps: raw 0.31-0.355, average
-(decay 0.97) 0.33 -> 0.37 from 0.34.
+Measured on 400 held-out questions (Solver rollouts of 1,024 arith questions x 8 samples,
+REINFORCE++ lr 1e-4, checks every 50 steps, same run): raw weights 0.31, 0.305, 0.355, 0.318;
+average (decay 0.97) 0.33, 0.355, 0.352, 0.37, from 0.34.
 """
 
 from __future__ import annotations
