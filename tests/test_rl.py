@@ -136,6 +136,24 @@ def test_checkpoint_selection_takes_only_significant_validation_gains(monkeypatc
     assert plain.best_step == 10  # without the test, +3 of 100 would be taken
 
 
+def test_checkpoint_selection_corrects_for_the_number_of_checks(monkeypatch):
+    """With 4 checks per run (80 steps, every 20) a gain needs p < 0.05 / 4: +7 of 100 questions
+    (p = 0.0156) is not taken, +8 (p = 0.0078) is; with one check +7 is taken."""
+    import torch
+
+    start = [1] * 50 + [0] * 50
+    model = torch.nn.Linear(2, 1)
+    for steps, gain, taken in ((80, 7, False), (80, 8, True), (20, 7, True)):
+        params = Params()
+        params.rl.steps, params.rl.eval_every = steps, 20
+        sel = rl.CheckpointSelector(model, None, [], params)
+        seq = iter([start, [1] * (50 + gain) + [0] * (50 - gain)])
+        monkeypatch.setattr(sel, "_correct", lambda: next(seq))
+        sel.check(0)
+        sel.check(20)
+        assert (sel.best_step == 20) is taken, (steps, gain, sel.curve)
+
+
 def test_weight_average_is_an_exponential_moving_average_of_the_updates():
     import torch
 
