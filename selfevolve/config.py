@@ -142,7 +142,7 @@ class RLParams(_Section):
     eval_every: int = Field(20, ge=1, description="steps between held-out checks for best-checkpoint selection")
     eval_questions: int = Field(200, ge=1)
     select_p: float = Field(0.05, gt=0.0, le=1.0, description="a checkpoint replaces the starting model only if its validation "
-                            "gain has exact McNemar p below this (1.0 = plain best accuracy)")
+                            "gain has exact McNemar p below this divided by the number of checks (1.0 = plain best accuracy)")
     skip_no_spread: bool = True
 
 
