@@ -182,3 +182,37 @@ def test_warmup_schedule_ramps_linearly_then_holds():
         opt.step()
         sched.step()
     assert lrs == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
+
+
+def test_train_reinforce_pp_keeps_the_weight_average_not_the_last_update(tiny_model_dir, tmp_path, monkeypatch):  # noqa: F811
+    """With the last check the best, the saved model is the moving average of the weights, which
+    differs from the raw weights after the last update."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    made = {}
+    real_average, real_update = rl.weight_average, rl.policy_update
+
+    def spy_average(model, decay):
+        made["avg"] = real_average(model, decay)
+        return made["avg"]
+
+    def spy_update(model, *args):
+        out = real_update(model, *args)
+        made["raw"] = {k: v.detach().clone() for k, v in model.state_dict().items()}  # after the last update
+        return out
+
+    monkeypatch.setattr(rl, "weight_average", spy_average)
+    monkeypatch.setattr(rl, "policy_update", spy_update)
+    right = iter([1, 5, 9])  # of 10 validation questions at steps 0, 2, 4
+    monkeypatch.setattr(rl.CheckpointSelector, "_correct", lambda self: (lambda k: [1] * k + [0] * (10 - k))(next(right)))
+    params = Params()
+    params.rl.steps, params.rl.eval_every, params.rl.batch_size = 4, 2, 4
+    params.rl.learning_rate, params.rl.ema_decay, params.rl.select_p = 1e-2, 0.5, 1.0
+    rows = rl.role_advantages([_r(i, "solver", f"g{i // 2}", float(i % 2)) for i in range(8)])
+    summary = rl.train_reinforce_pp(tiny_model_dir, rows, [], params, tmp_path / "out")
+    assert summary["best_step"] == 4
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
+    avg, raw = made["avg"].module.state_dict(), made["raw"]
+    name = next(k for k, v in raw.items() if v.is_floating_point() and not torch.equal(v, avg[k]))
+    assert torch.allclose(saved[name], avg[name]) and not torch.allclose(saved[name], raw[name])
