@@ -192,6 +192,11 @@ def warmup_schedule(optimizer, warmup_steps: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))
 
 
+def check_steps(rl) -> set[int]:
+    """Steps after which validation runs: every ``rl.eval_every`` steps and the last step."""
+    return set(range(rl.eval_every, rl.steps + 1, rl.eval_every)) | {rl.steps}
+
+
 def _load(model_dir: str | Path, lora: LoraParams):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -233,8 +238,7 @@ class CheckpointSelector:
     def __init__(self, model, tokenizer, questions: list[Question], params: Params):
         self.model, self.tok, self.questions, self.params = model, tokenizer, questions, params
         rl = params.rl
-        checks = len(set(range(rl.eval_every, rl.steps + 1, rl.eval_every)) | {rl.steps}) if rl.steps else 1
-        self.threshold = rl.select_p if rl.select_p >= 1.0 else rl.select_p / checks
+        self.threshold = rl.select_p if rl.select_p >= 1.0 else rl.select_p / len(check_steps(rl))
         self.start: list[int] | None = None
         self.curve: list[dict] = []
         self.best_step, self.best_accuracy, self.best_state = 0, 0.0, None
@@ -305,7 +309,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
     average = weight_average(model, rl.ema_decay)
     select = CheckpointSelector(average.module if average else model, tok, val_questions[: rl.eval_questions], params)
     select.check(0)
-    loss_curve = []
+    loss_curve, checks = [], check_steps(rl)
     for step in tqdm(range(1, rl.steps + 1), desc="train_rl", unit="step"):
         batch = rng.sample(rollouts, min(rl.batch_size, len(rollouts)))
         loss, stats = policy_update(model, opt, tok, batch, old, params)
@@ -316,7 +320,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
         loss_curve.append(rec)
         if on_step:
             on_step(step, rec)
-        if step % rl.eval_every == 0 or step == rl.steps:
+        if step in checks:
             entry = select.check(step)
             if on_step:
                 on_step(step, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
@@ -368,12 +372,13 @@ def train_grpo(model_dir: str | Path, questions: list[Question], val_questions: 
     average = weight_average(model, rl.ema_decay)
     select = CheckpointSelector(average.module if average else model, tok, val_questions[: rl.eval_questions], params)
     select.check(0)
+    checks = check_steps(rl)
 
     class _Select(TrainerCallback):
         def on_step_end(self, args, state, control, **kw):
             if average:
                 average.update_parameters(model)
-            if state.global_step % rl.eval_every == 0 or state.global_step == rl.steps:
+            if state.global_step in checks:
                 select.check(state.global_step)
 
     g = rl.grpo_num_generations
