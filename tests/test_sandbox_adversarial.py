@@ -220,7 +220,7 @@ def assert_no_strays(pools, keep: set[int] = frozenset()) -> None:
 def _is_math_grader(p: psutil.Process) -> bool:
     """The math verifier's worker pool, which earlier tests of the session may have left warm
     (it lives for the session by design and never runs untrusted code)."""
-    return "selfevolve.verifiers.math import" in _cmd(p, 200)
+    return "from selfevolve.verifiers.math_worker import" in _cmd(p, 200)
 
 
 def _cmd(p: psutil.Process, width: int = 80) -> str:
