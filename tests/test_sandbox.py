@@ -395,9 +395,12 @@ def test_unprivileged_user_namespace_path(tmp_path):
     python = "/usr/bin/python3"
     if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(python):
         pytest.skip("needs root, setpriv and /usr/bin/python3 to impersonate an unprivileged user")
-    src = Path(__file__).resolve().parents[1].joinpath("selfevolve", "verifiers", "sandbox.py").read_text()
-    want = {"_FRAME", "_send_msg", "_recv_exact", "_recv_msg", "_parse_frames", "_BOOTSTRAP", "_HARNESS_SOURCE"}
-    parts = ["from __future__ import annotations", "import marshal, socket, struct", "from typing import Sequence"]
+    from selfevolve.verifiers.sandbox_zygote import _HARNESS_SOURCE
+
+    src = Path(__file__).resolve().parents[1].joinpath("selfevolve", "verifiers", "sandbox_zygote.py").read_text()
+    want = {"_FRAME", "_send_msg", "_recv_exact", "_recv_msg", "_parse_frames", "_BOOTSTRAP"}
+    parts = ["from __future__ import annotations", "import marshal, socket, struct", "from typing import Sequence",
+             f"_HARNESS_SOURCE = {_HARNESS_SOURCE!r}"]
     for node in ast.parse(src).body:
         names = {node.name} if isinstance(node, ast.FunctionDef) else (
             {t.id for t in node.targets if isinstance(t, ast.Name)} if isinstance(node, ast.Assign) else set())
