@@ -26,30 +26,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def make_verify_fn(timeout_s: float = 5.0):
-    """Math grader (``selfevolve.verifiers.math.grade_math_batch``) on the extracted final answers;
-    exact string match if the grader is unavailable."""
-    try:
-        from selfevolve.verifiers.math import grade_math_batch
-    except ImportError:  # pragma: no cover - the grader ships with the package
-        grade_math_batch = None
-
-    def verify(questions, answers):
-        if grade_math_batch is None:
-            return [float(a is not None and a.strip() == q.answer) for q, a in zip(questions, answers)]
-        out = [0.0] * len(questions)
-        idx = [i for i, a in enumerate(answers) if a]
-        grades = grade_math_batch([(questions[i].answer, f"<answer>{answers[i]}</answer>") for i in idx], timeout_s=timeout_s)
-        for i, g in zip(idx, grades):
-            out[i] = float(g.correct)
-        return out
-
-    return verify
-
-
 def build_tiny(path: Path) -> Path:
-    from selfevolve.seeds.transcripts import arith_transcripts
-    from selfevolve.tinymodel import save_untrained
+    from selfevolve.embedded.transcripts import arith_transcripts
+    from selfevolve.embedded.tinymodel import save_untrained
 
     corpus = [m["content"] for t in arith_transcripts(300, seed=0) for m in t]
     return save_untrained(path, corpus)
@@ -84,7 +63,7 @@ def main(argv: list[str] | None = None) -> dict:
     from selfevolve.config import MassParams
     from selfevolve.mass.benchmark import champion_vs_single_agent, format_table
     from selfevolve.mass.search import run_search
-    from selfevolve.seeds import arith
+    from selfevolve.questions import arith
 
     tmp = None
     model = args.model
@@ -96,7 +75,10 @@ def main(argv: list[str] | None = None) -> dict:
     seen = {q.text for q in pool}
     held = [q for q in arith.generate(args.heldout * 2, seed=args.seed + 10_000, levels=levels, prefix="heldout")
             if q.text not in seen][: args.heldout]
-    verify = make_verify_fn()
+    from selfevolve.config import VerifierParams
+    from selfevolve.verifiers.grading import verify_fn
+
+    verify = verify_fn(VerifierParams())
     backend = HFBackend(model, device=args.device, max_model_len=args.max_model_len)
     max_len = min(args.max_model_len, backend.max_model_len)
     params = MassParams(generations=args.generations, population=args.population, eval_questions=args.eval_questions,

@@ -39,7 +39,7 @@ def main() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     from math_verify import parse, verify
 
-    from selfevolve.evaluation.benchmarks import load_benchmark
+    from selfevolve.questions.benchmarks import load_benchmark
     from selfevolve.verifiers.math import _cpu_count, grade_math_batch, shutdown_pool
 
     half = args.n // 2

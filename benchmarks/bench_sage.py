@@ -3,7 +3,7 @@
 For each variant (full SAGE, no Critic, no Planner, Challenger not trained, Solver not trained;
 the switches of ``sage.ablation``) the same number of cycles runs from the same base model and
 seed pool, with the same params otherwise (the same budget), each cycle's stages called exactly
-as ``dvc repro`` calls them (``selfevolve.stages.cli.run_stage``). MASS is off by default so the
+as ``dvc repro`` calls them (``selfevolve.stages.runner.run_stage``). MASS is off by default so the
 numbers measure SAGE alone (``--with-mass`` keeps it). After every cycle the model is evaluated
 greedily on a held-out set of ``--heldout`` arith questions disjoint from the seed pool and the
 validation set, graded by the math verifier.
@@ -11,7 +11,7 @@ validation set, graded by the math verifier.
 Significance: the exact McNemar test (McNemar 1947; two-sided binomial test on the discordant
 pairs, ``scipy.stats.binomtest``) of every cycle's model against the base model on the same
 questions, and of full SAGE against each ablation at the last cycle
-(``selfevolve.evaluation.stats.mcnemar_exact``). A change is claimed only at p < 0.05.
+(``selfevolve.stats.mcnemar_exact``). A change is claimed only at p < 0.05.
 
 The table is printed (Markdown, for the README), written to ``<out>/table.md`` and
 ``<out>/results.json``, and logged to MLflow (experiment ``<campaign>-sage-benchmark``, one run per
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from selfevolve import runtime_env  # noqa: E402
-from selfevolve.evaluation.stats import mcnemar_exact  # noqa: E402
+from selfevolve.stats import mcnemar_exact  # noqa: E402
 
 runtime_env.apply_defaults()
 
@@ -54,7 +53,7 @@ VARIANTS: dict[str, dict[str, bool]] = {
 def heldout_questions(base: Path, n: int, seed: int):
     """``n`` arith questions (levels 1-5) disjoint from the seed pool, validation and campaign held-out texts."""
     from selfevolve.records import Question, read_jsonl
-    from selfevolve.seeds import arith
+    from selfevolve.questions import arith
 
     taken = {q.text for f in ("pool", "val", "heldout") if (base / "data/cycles/base" / f"{f}.jsonl").exists()
              for q in read_jsonl(base / "data/cycles/base" / f"{f}.jsonl", Question)}
@@ -123,30 +122,31 @@ def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, wit
 
 
 def run_cycles(vroot: Path, params_path: Path, cycles: int, log) -> None:
-    from selfevolve.stages.cli import CYCLE_STAGES, run_stage
+    from selfevolve.paths import cycle_paths
+    from selfevolve.stages.registry import CYCLE_STAGES
+    from selfevolve.stages.runner import run_stage
 
     for i in range(1, cycles + 1):
         c = f"c{i}"
         for stage in CYCLE_STAGES:
-            if stage == "evaluate" or (vroot / "metrics" / c / f"{stage}.json").exists():
+            if stage.name == "evaluate" or cycle_paths(c, vroot).metrics(stage.metrics_file).exists():
                 continue
             t = time.time()
-            run_stage(stage, c, params_path, root=vroot, track=False)
-            log(f"  {vroot.name} {c} {stage}: {time.time() - t:.0f}s")
+            run_stage(stage.name, c, params_path, root=vroot, track=False)
+            log(f"  {vroot.name} {c} {stage.name}: {time.time() - t:.0f}s")
 
 
 def evaluate_model(model_dir: Path, questions, params, cache: Path) -> list[int]:
     """Greedy correctness (0/1) per held-out question; cached in ``cache``."""
     if cache.exists():
         return json.loads(cache.read_text())["correct"]
-    from selfevolve.stages.common import make_backend
-    from selfevolve.evaluation.solve import solve_and_grade
+    from selfevolve.backends import make_backend
+    from selfevolve.evaluation.solve import correctness
 
-    with make_backend(params, model_dir) as backend:
-        rows, m = solve_and_grade(backend, questions, params)
-    correct = [int(r["correct"][0]) for r in rows]
+    with make_backend(params.model, model_path=str(model_dir)) as backend:
+        correct = correctness(backend, questions, params)
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"model": str(model_dir), "accuracy": m["accuracy"], "correct": correct}))
+    cache.write_text(json.dumps({"model": str(model_dir), "accuracy": sum(correct) / max(1, len(correct)), "correct": correct}))
     return correct
 
 

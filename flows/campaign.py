@@ -5,6 +5,7 @@ or through the deployment (``prefect deployment run 'campaign/campaign' -p cycle
 from __future__ import annotations
 
 import argparse
+import signal
 
 from prefect import flow, get_run_logger
 
@@ -17,14 +18,13 @@ def campaign(cycles: int = 2, root: str = str(stages.ROOT)) -> dict:
     """Run the first ``cycles`` cycles of params.yaml. Raises ``ValueError`` if params.yaml defines
     fewer cycles (add them under ``cycles:``, each with ``init`` = the previous one)."""
     from selfevolve.config import load_params
-    from selfevolve.summary import campaign_summary
+    from selfevolve.reporting.summary import campaign_summary
 
     names = load_params(f"{root}/params.yaml").cycle_names()
     if cycles < 1 or cycles > len(names):
         raise ValueError(f"cycles={cycles}, but params.yaml defines {len(names)} cycles {names}; add more under 'cycles:'")
-    stages.seeds(root=root)
-    stages.bootstrap(root=root)
-    stages.evaluate_base(root=root)
+    for t in stages.BASE_TASKS:
+        t(root=root)
     for name in names[:cycles]:
         cycle(name=name, root=root)
     stages.report(root=root)
@@ -33,11 +33,18 @@ def campaign(cycles: int = 2, root: str = str(stages.ROOT)) -> dict:
     return summary
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Run a self-evolution campaign through Prefect (a temporary local API "
                                  "server is started unless PREFECT_API_URL points at one).")
     ap.add_argument("--cycles", type=int, default=2, help="how many cycles of params.yaml to run (default 2)")
     args = ap.parse_args()
+    # SIGTERM (e.g. `kill` of `make run`) unwinds like Ctrl-C, so the running stage's process
+    # group is stopped (tasks.stages.run_logged) instead of being left behind as an orphan.
+    signal.signal(signal.SIGTERM, _interrupt)
     summary = campaign(cycles=args.cycles)  # the flow logs the summary table
     print(summary["next"])
 

@@ -1,4 +1,4 @@
-"""The cycle flow: every stage of one cycle, in DAG order."""
+"""The cycle flow: every stage of one cycle, in the registry's DAG order."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from tasks import stages
 
 @flow(name="cycle", log_prints=True)
 def cycle(name: str, root: str = str(stages.ROOT)) -> str:
-    """Run cycle ``name`` (a key of params.yaml ``cycles``): challenge -> critic_questions -> plan ->
-    critic_plans -> solve -> verify -> rewards -> mass_search -> datasets -> train_rl -> train_sft ->
-    evaluate."""
+    """Run cycle ``name`` (a key of params.yaml ``cycles``): the stages of
+    ``selfevolve.stages.registry.CYCLE_STAGES`` (challenge -> ... -> evaluate)."""
     for t in stages.CYCLE_TASKS:
         t(cycle=name, root=root)
     return name

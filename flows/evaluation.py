@@ -13,8 +13,8 @@ def evaluation(cycles: list[str] | None = None, root: str = str(stages.ROOT)) ->
     from selfevolve.config import load_params
 
     names = cycles or load_params(f"{root}/params.yaml").cycle_names()
-    stages.evaluate_base(root=root)
+    stages.TASKS["evaluate_base"](root=root)
     for c in names:
-        stages.evaluate(cycle=c, root=root)
+        stages.TASKS["evaluate"](cycle=c, root=root)
     stages.report(root=root)
     return names

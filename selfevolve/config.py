@@ -51,7 +51,7 @@ class ModelParams(_Section):
 
 
 class BootstrapParams(_Section):
-    """The embedded tiny model (DESIGN.md 'Models on these machines')."""
+    """The embedded tiny model (docs/design.md 'The embedded model')."""
 
     vocab_size: int = Field(1024, ge=64, le=65536)
     hidden_size: int = Field(128, ge=16)
@@ -102,7 +102,7 @@ class AblationParams(_Section):
 
 
 class SageParams(_Section):
-    """SAGE constants (DESIGN.md 'Reward formulas')."""
+    """SAGE constants (docs/design.md 'Rewards')."""
 
     questions_per_cycle: int = Field(48, ge=1)
     pool_sample: int = Field(384, ge=0, description="pool/seed questions planned and solved each cycle")

@@ -1,18 +1,21 @@
 """Where every stage reads and writes: the one definition of the on-disk layout.
 
-``dvc.yaml`` spells the same paths (``data/cycles/${key}/...``, ``models/${key}``); a test checks
-that every path here appears in ``dvc.yaml`` so the two cannot drift apart.
-
 ::
 
     data/cycles/base/pool.jsonl      seed set = the pool before cycle 1
-    data/cycles/base/val.jsonl       validation questions (checkpoint selection in train_rl)
+    data/cycles/base/val.jsonl       validation questions (checkpoint selection in training)
     data/cycles/base/heldout.jsonl   held-out test questions (evaluate)
-    models/base/                     the bootstrapped model
+    models/base/                     the bootstrapped model (or reference.json naming a hub model)
     data/cycles/<c>/...              one folder per cycle (stage outputs below)
-    models/<c>-rl/                   RL checkpoint of cycle c (best by validation accuracy)
+    data/cycles/<c>/mass/            MASS search result, champions, champion trajectories
+    data/cycles/<c>/eval/            per-question evaluation results
+    models/<c>-rl/                   RL checkpoint of cycle c
     models/<c>/                      model of cycle c (after MASS SFT): cycle c+1 starts here
-    metrics/<c>/*.json               DVC metrics per stage
+    metrics/<c>/<stage>.json         DVC metrics per stage (base stages under metrics/base/)
+    reports/                         the campaign report (``selfevolve report``)
+
+``dvc.yaml`` is generated from these paths (``CyclePaths(".", "${key}")`` spells a cycle's paths
+with DVC's template variables), so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class CyclePaths:
+    """Paths of one cycle (``base`` for the seed set and the base model) under ``root``."""
+
     root: Path
     cycle: str
 
@@ -33,18 +38,22 @@ class CyclePaths:
     def _f(self, name: str) -> Path:
         return self.dir / name
 
-    # base cycle
+    @property
+    def base(self) -> "CyclePaths":
+        return CyclePaths(self.root, "base")
+
+    # the seed set (base cycle) and every cycle's pool
     @property
     def pool(self) -> Path:
         return self._f("pool.jsonl")
 
     @property
     def val(self) -> Path:
-        return self.root / "data" / "cycles" / "base" / "val.jsonl"
+        return self.base._f("val.jsonl")
 
     @property
     def heldout(self) -> Path:
-        return self.root / "data" / "cycles" / "base" / "heldout.jsonl"
+        return self.base._f("heldout.jsonl")
 
     # stage outputs of a cycle
     @property
@@ -84,6 +93,18 @@ class CyclePaths:
         return self._f("mass")
 
     @property
+    def mass_search(self) -> Path:
+        return self.mass_dir / "search.json"
+
+    @property
+    def mass_champions(self) -> Path:
+        return self.mass_dir / "champions.json"
+
+    @property
+    def mass_trajectories(self) -> Path:
+        return self.mass_dir / "trajectories.jsonl"
+
+    @property
     def rl_dataset(self) -> Path:
         return self._f("rl_dataset.jsonl")
 
@@ -95,6 +116,15 @@ class CyclePaths:
     def eval_dir(self) -> Path:
         return self._f("eval")
 
+    def eval_file(self, benchmark: str) -> Path:
+        """Per-question results of one benchmark (``eval/<benchmark>.jsonl``)."""
+        return self.eval_dir / f"{benchmark}.jsonl"
+
+    @property
+    def mass_eval(self) -> Path:
+        """The cycle's MASS champion vs the single agent on held-out questions."""
+        return self.eval_dir / "mass.json"
+
     @property
     def model(self) -> Path:
         return self.root / "models" / self.cycle
@@ -103,9 +133,18 @@ class CyclePaths:
     def rl_model(self) -> Path:
         return self.root / "models" / f"{self.cycle}-rl"
 
+    @property
+    def metrics_dir(self) -> Path:
+        return self.root / "metrics" / self.cycle
+
     def metrics(self, stage: str) -> Path:
-        return self.root / "metrics" / self.cycle / f"{stage}.json"
+        return self.metrics_dir / f"{stage}.json"
 
 
 def cycle_paths(cycle: str, root: str | Path = ".") -> CyclePaths:
     return CyclePaths(Path(root), cycle)
+
+
+def reports_dir(root: str | Path = ".") -> Path:
+    """Where ``selfevolve report`` writes by default."""
+    return Path(root) / "reports"

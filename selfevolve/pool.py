@@ -6,7 +6,7 @@ pool of the ``base`` cycle is the seed set. Each question carries difficulty sta
 Solver samples of the cycle in which they were measured (``meta.pass_rate``, ``meta.samples``).
 
 Near-duplicates: word n-gram Jaccard similarity >= ``dedup_threshold`` against any question
-already kept (DESIGN.md leaves n-gram or embedding similarity open; n-grams need no model).
+already kept (n-grams need no model).
 """
 
 from __future__ import annotations

@@ -87,10 +87,21 @@ class Question(_Record):
     def answer(self) -> str | None:
         return self.spec.answer if isinstance(self.spec, MathSpec) else None
 
+    def categories(self) -> dict[str, str]:
+        """What results are broken down by: ``level`` (when known) and each key named in
+        ``meta["categories"]`` with a non-empty value (MATH-500 ``subject``, OlympiadBench
+        ``subfield``, ...), as strings."""
+        cats: dict[str, str] = {} if self.level is None else {"level": str(self.level)}
+        for key in self.meta.get("categories") or []:
+            val = self.meta.get(key)
+            if val is not None and str(val).strip():
+                cats[str(key)] = str(val)
+        return cats
+
 
 class CriticScore(_Record):
     """The Critic's judgement. ``raw`` is the parsed 1-10 (or 0-1) number or None if unparseable;
-    ``score`` is the normalised value in [0, 1] (DESIGN.md: s in (1,10] -> (s-1)/9, unparseable -> 0.5).
+    ``score`` is the normalised value in [0, 1] (docs/design.md: s in (1,10] -> (s-1)/9, unparseable -> 0.5).
     ``target`` is ``question`` or ``plan``; ``target_id`` the question id or plan id."""
 
     target: Literal["question", "plan"]
@@ -133,13 +144,15 @@ class Attempt(_Record):
 
 class Verdict(_Record):
     """Verifier outcome for an attempt: ``correct`` is s_gt in {0,1}; ``status`` is the math
-    grader's or sandbox's status string; ``detail`` a short human-readable reason."""
+    grader's or sandbox's status string; ``detail`` a short human-readable reason; ``extracted`` the
+    final answer the math grader read (None for code)."""
 
     attempt_id: str
     question_id: str
     correct: float
     status: str
     detail: str = ""
+    extracted: str | None = None
 
 
 class AgentMessage(_Record):

@@ -1,4 +1,4 @@
-"""SAGE rewards per role (DESIGN.md 'Reward formulas', from the SAGE paper).
+"""SAGE rewards per role (docs/design.md 'Rewards', from the SAGE paper).
 
 All constants come from ``SageParams`` (params.yaml ``sage``). Inputs are floats in [0, 1];
 outputs are floats in [0, 1].

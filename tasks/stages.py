@@ -1,36 +1,65 @@
-"""One Prefect task per stage. Each reproduces its DVC stage with ``dvc repro --single-item``, so
-a run through Prefect leaves ``dvc.lock`` and the outputs exactly as ``dvc repro`` would, and a
-stage whose inputs did not change is skipped by DVC. Transient failures are retried.
+"""One Prefect task per registered stage (``selfevolve.stages.registry``). Each reproduces its DVC
+stage with ``dvc repro --single-item``, so a run through Prefect leaves ``dvc.lock`` and the outputs
+exactly as ``dvc repro`` would, and a stage whose inputs did not change is skipped by DVC.
+Transient failures are retried.
+
+A stage runs as a child process in its own process group; when the flow is cancelled or gets
+SIGTERM/SIGINT, the whole group is stopped, so no stage keeps running behind the flow's back, and
+the next run resumes from what DVC recorded.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from prefect import get_run_logger, task
 
+from selfevolve.stages.registry import STAGES
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _stop_group(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
+    """SIGTERM the process group of ``proc``, SIGKILL it after ``timeout_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def run_logged(args: list[str], root: str | Path, what: str) -> None:
-    """Run ``args`` in ``root`` with the venv on PATH, streaming output to the Prefect log.
-    Raises ``RuntimeError`` (with the last lines of output) on a non-zero exit."""
+    """Run ``args`` in ``root`` (venv on PATH, own process group), streaming output to the Prefect
+    log. Raises ``RuntimeError`` (with the last lines of output) on a non-zero exit; on any
+    interruption (cancellation, SIGTERM, SIGINT) the child's whole process group is stopped first."""
     logger = get_run_logger()
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("DVC_NO_ANALYTICS", "1")
-    proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            start_new_session=True)
     tail: list[str] = []
-    for line in proc.stdout:  # type: ignore[union-attr]
-        line = line.rstrip()
-        if line and "it/s]" not in line and "s/it]" not in line:
-            logger.info(line)
-        tail = (tail + [line])[-30:]
-    if proc.wait() != 0:
-        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            line = line.rstrip()
+            if line and "it/s]" not in line and "s/it]" not in line:
+                logger.info(line)
+            tail = (tail + [line])[-30:]
+        code = proc.wait()
+    except BaseException:
+        _stop_group(proc)
+        raise
+    if code != 0:
+        raise RuntimeError(f"{what} failed (exit {code}):\n" + "\n".join(tail))
 
 
 def reproduce(stage_id: str, root: str | Path = ROOT) -> str:
@@ -39,31 +68,20 @@ def reproduce(stage_id: str, root: str | Path = ROOT) -> str:
     return stage_id
 
 
-def _stage_task(stage: str):
-    @task(name=stage, retries=1, retry_delay_seconds=5, task_run_name=f"{stage}" + "[{cycle}]")
+def _stage_task(name: str, per_cycle: bool):
+    @task(name=name, retries=1, retry_delay_seconds=5, task_run_name=name + ("[{cycle}]" if per_cycle else ""))
     def run(cycle: str | None = None, root: str = str(ROOT)) -> str:
-        return reproduce(stage if cycle is None else f"{stage}@{cycle}", root)
+        return reproduce(f"{name}@{cycle}" if per_cycle else name, root)
 
-    run.__doc__ = f"Reproduce the DVC stage '{stage}' (for one cycle when given)."
+    run.__doc__ = f"Reproduce the DVC stage '{name}'" + (" for one cycle." if per_cycle else ".")
     return run
 
 
-seeds = _stage_task("seeds")
-bootstrap = _stage_task("bootstrap")
-evaluate_base = _stage_task("evaluate_base")
-challenge = _stage_task("challenge")
-critic_questions = _stage_task("critic_questions")
-plan = _stage_task("plan")
-critic_plans = _stage_task("critic_plans")
-solve = _stage_task("solve")
-verify = _stage_task("verify")
-rewards = _stage_task("rewards")
-mass_search = _stage_task("mass_search")
-datasets = _stage_task("datasets")
-train_rl = _stage_task("train_rl")
-train_sft = _stage_task("train_sft")
-evaluate = _stage_task("evaluate")
-
+#: stage name -> Prefect task, for every registered stage.
+TASKS = {s.name: _stage_task(s.name, s.per_cycle) for s in STAGES}
+#: the tasks before the first cycle and those of one cycle, in DAG order.
+BASE_TASKS = [TASKS[s.name] for s in STAGES if not s.per_cycle]
+CYCLE_TASKS = [TASKS[s.name] for s in STAGES if s.per_cycle]
 
 
 @task(name="report", retries=1, retry_delay_seconds=5)
@@ -71,7 +89,3 @@ def report(root: str = str(ROOT)) -> str:
     """``selfevolve report``: plots and markdown for the campaign so far (reports/), logged to MLflow."""
     run_logged([str(Path(sys.executable).parent / "selfevolve"), "report", "--root", root], root, "report")
     return f"{root}/reports/report.md"
-
-
-CYCLE_TASKS = [challenge, critic_questions, plan, critic_plans, solve, verify, rewards, mass_search, datasets, train_rl,
-               train_sft, evaluate]

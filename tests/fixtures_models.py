@@ -1,7 +1,7 @@
 """Model fixtures shared by test modules (import the fixture names into a test module to use them).
 
 ``tiny_model_dir``: an untrained tiny Llama + tokenizer (chat template included) built with
-``selfevolve.tinymodel.save_untrained`` from a few hundred rendered role transcripts, in seconds.
+``selfevolve.embedded.tinymodel.save_untrained`` from a few hundred rendered role transcripts, in seconds.
 
 ``varied_tiny_model_dir``: the same model with its weight matrices redrawn at a larger standard
 deviation (0.15 instead of the 0.02 init). A freshly initialised model's logits are nearly flat,
@@ -21,7 +21,7 @@ import pytest
 
 
 def _corpus(n_transcripts: int = 300, seed: int = 0) -> list[str]:
-    from selfevolve.seeds.transcripts import arith_transcripts
+    from selfevolve.embedded.transcripts import arith_transcripts
 
     return [m["content"] for t in arith_transcripts(n_transcripts, seed=seed) for m in t]
 
@@ -29,7 +29,7 @@ def _corpus(n_transcripts: int = 300, seed: int = 0) -> list[str]:
 def build_tiny_model(path: Path, seed: int = 0, weight_std: float | None = None) -> Path:
     """Build the test model into ``path``; with ``weight_std`` redraw every weight matrix from
     N(0, weight_std) (see module docstring). Returns ``path``."""
-    from selfevolve.tinymodel import save_untrained
+    from selfevolve.embedded.tinymodel import save_untrained
 
     save_untrained(path, _corpus(seed=seed), seed=seed)
     if weight_std is not None:

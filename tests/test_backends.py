@@ -25,7 +25,7 @@ def user(text: str) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def conversations() -> list[list[dict[str, str]]]:
     """Prompts of very different lengths (about 8 to 110 tokens)."""
-    from selfevolve.seeds.transcripts import arith_transcripts
+    from selfevolve.embedded.transcripts import arith_transcripts
 
     convs = [t[:1] for t in arith_transcripts(10, seed=1)]
     convs += [user("hi"), user("Compute 7 + 5."), [{"role": "system", "content": "Be brief."}, *user("Compute 12 * 3.")]]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
-from selfevolve.evaluation.benchmarks import (
+from selfevolve.questions.benchmarks import (
     BenchmarkFormatError,
     BenchmarkNotFoundError,
     available_benchmarks,

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from selfevolve.backends.base import Backend, Completion, SamplingConfig
 from selfevolve.config import BenchmarkSpec, Params, default_params_dict
-from selfevolve.evaluation.benchmarks import load_benchmark
-from selfevolve.evaluation.evaluate import (
-    benchmark_key, build_messages, evaluate_benchmarks, graded_answer, humaneval_completion, prompt_for, summarise,
-)
-from selfevolve.verifiers.grading import pass_at_k
+from selfevolve.questions.benchmarks import load_benchmark
+from selfevolve.evaluation.evaluate import evaluate_benchmarks
+from selfevolve.evaluation.solve import benchmark_key, build_messages, graded_answer, prompt_for, summarise
+from selfevolve.verifiers.programs import humaneval_completion
+from selfevolve.stats import pass_at_k
 from selfevolve.records import MathSpec, Question, write_jsonl
 from tests.fixtures_models import tiny_model_dir  # noqa: F401  (fixture)
 
@@ -157,7 +157,7 @@ def test_evaluate_benchmarks_grades_with_the_verifiers(tmp_path, bench_dir, huma
     params = Params(evaluation={"batch_size": 4, "max_new_tokens": 32})
     specs = [BenchmarkSpec(name="heldout", limit=4), BenchmarkSpec(name="gsm8k", limit=5, k=2),
              BenchmarkSpec(name="humaneval", limit=3, k=2), BenchmarkSpec(name=str(heldout_path), limit=6)]
-    m = evaluate_benchmarks(backend, specs, params, tmp_path / "eval", heldout_path=heldout_path, data_dir=bench_dir, seed=1)
+    results, m = evaluate_benchmarks(backend, specs, params, heldout=held, data_dir=bench_dir, seed=1)
 
     assert m["heldout_n"] == 4 and m["heldout_accuracy"] == 0.5  # h0, h1 wrong; h2, h3 right
     assert m["heldout_accuracy_level_1"] == 0.5 and m["heldout_answered_rate"] == 1.0
@@ -169,19 +169,19 @@ def test_evaluate_benchmarks_grades_with_the_verifiers(tmp_path, bench_dir, huma
     assert "heldout_k1_n" in m and m["heldout_k1_n"] == 6
     # batching: at most batch_size rows (prompts x samples) per backend call
     assert all(p * n <= 4 for p, n in backend.calls)
-    # per-item files
-    rows = [json.loads(x) for x in (tmp_path / "eval" / "humaneval.jsonl").read_text().splitlines()]
+    # per-question rows
+    rows = results["humaneval"]
     assert [r["id"] for r in rows] == [q.id for q in humaneval]
     assert all(r["correct"] == [1, 1] and r["status"] == ["passed", "passed"] for r in rows)
-    rows = [json.loads(x) for x in (tmp_path / "eval" / "gsm8k.jsonl").read_text().splitlines()]
+    rows = results["gsm8k"]
     assert rows[0]["correct"] == [0, 0] and rows[0]["status"] == ["wrong", "wrong"]
     assert rows[1]["correct"] == [1, 0] and rows[1]["status"][1] == "no_answer" and rows[1]["c"] == 1
-    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["gsm8k.jsonl", "heldout.jsonl", "heldout_k1.jsonl", "humaneval.jsonl"]
+    assert sorted(results) == ["gsm8k", "heldout", "heldout_k1", "humaneval"]
 
 
 def test_heldout_needs_its_file(tmp_path):
     with pytest.raises(ValueError, match="heldout"):
-        evaluate_benchmarks(ScriptedBackend(lambda p, j: ""), [BenchmarkSpec(name="heldout")], PARAMS, tmp_path)
+        evaluate_benchmarks(ScriptedBackend(lambda p, j: ""), [BenchmarkSpec(name="heldout")], PARAMS)
 
 
 # ------------------------------------------------------------------------------------------
@@ -231,7 +231,7 @@ def test_evaluate_command_rejects_mixed_or_missing_modes():
 def test_evaluate_stage_on_base_model(tiny_model_dir, tmp_path, monkeypatch):  # noqa: F811
     """`selfevolve evaluate --cycle base --no-track`: stage contract (heldout_accuracy, heldout_n,
     eval/ per-item files, metrics/base/evaluate.json), limit respected, stale files removed."""
-    from selfevolve.seeds import arith
+    from selfevolve.questions import arith
 
     root = tmp_path / "proj"
     (root / "models").mkdir(parents=True)

@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from selfevolve.cli import app
-from selfevolve.evaluation.benchmarks import load_benchmark
-from selfevolve.verifiers.grading import PredictionsFileError, grade_predictions, pass_at_k, read_predictions
+from selfevolve.questions.benchmarks import load_benchmark
+from selfevolve.stats import pass_at_k
+from selfevolve.verifiers.grading import PredictionsFileError, grade_predictions, read_predictions
 
 runner = CliRunner()
 
@@ -57,7 +58,7 @@ def test_math500_samples_pass_at_k_and_categories(bench_dir, tmp_path):
     m = json.loads(result.stdout)
     assert m["n"] == 60 and m["samples"] == 180 and m["unknown_ids"] == 1
     assert m["accuracy"] == pytest.approx(1 / 3, abs=0.01)
-    assert m["pass@1"] == pytest.approx(1 / 3, abs=0.01) and m["pass@3"] >= 0.98
+    assert m["pass_at_1"] == pytest.approx(1 / 3, abs=0.01) and m["pass_at_3"] >= 0.98
     assert m["status"]["no_answer"] == 60 and m["status"]["correct"] >= 59
     assert set(m["categories"]) == {"subject", "level"}
     assert sum(v["n"] for v in m["categories"]["level"].values()) == 60
@@ -110,7 +111,7 @@ def test_grade_predictions_api_counts_missing_as_wrong():
     m, fails = grade_predictions(qs, preds, ks=[1, 2])
     assert m["n"] == 4 and m["graded"] == 3 and m["missing"] == 1
     assert m["accuracy"] == pytest.approx((1 + 0.5 + 0 + 0) / 4)
-    assert "pass@2" not in m  # question 0 has a single sample
+    assert "pass_at_2" not in m  # question 0 has a single sample
     assert m["categories"]["kind"]["even"]["accuracy"] == pytest.approx(0.5)
     assert {(f["id"], f["sample"]) for f in fails} == {("1", 1), ("2", 0)}
 

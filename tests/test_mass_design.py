@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from selfevolve.backends.base import Backend, Completion, SamplingConfig
+from selfevolve.mass.parse import parse_design
 from selfevolve.mass.design import (
     AgentSpec,
     DesignError,
@@ -18,7 +19,6 @@ from selfevolve.mass.design import (
     Gate,
     WorkflowDesign,
     compose_prompt,
-    parse_design,
     planner_solver,
     planner_solver_review,
     seed_designs,
@@ -27,7 +27,7 @@ from selfevolve.mass.design import (
 )
 from selfevolve.mass.executor import STOP_CALLS, STOP_ERROR, STOP_TOKENS, run_design
 from selfevolve.roles.templates import render
-from selfevolve.seeds import arith
+from selfevolve.questions import arith
 
 from fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
 

@@ -20,8 +20,9 @@ from selfevolve.mass.design import (
     validate_design,
 )
 from selfevolve.mass.operators import OPERATORS, merge_designs, mutate
-from selfevolve.mass.search import SearchResult, judge_pairs, render_prompt, run_search
-from selfevolve.seeds import arith
+from selfevolve.mass.fitness import judge_pairs, render_prompt
+from selfevolve.mass.search import SearchResult, run_search
+from selfevolve.questions import arith
 
 QUESTIONS = arith.generate(12, seed=11, levels=(1, 2, 3))
 BRIEF = "Use one word."
@@ -237,10 +238,10 @@ def test_confirmation_keeps_a_champion_that_holds_up_on_further_questions():
 
 
 def test_confirmation_demotes_a_champion_that_overfits_its_fitness_sample():
-    from selfevolve.mass.search import _stable_seed
+    from selfevolve.seeding import derive_seed
 
     params = PARAMS.model_copy(update={"confirm_questions": 4, "cost_weight": 0.0})
-    be = OverfitBackend(garbage_or_over_limit, confirm_seed=_stable_seed(7, "math", "confirm"))
+    be = OverfitBackend(garbage_or_over_limit, confirm_seed=derive_seed(7, "math", "confirm"))
     res = run_search(be, QUESTIONS, params, verify, seed=7)
     c = res.confirmation["math"]
     # fitness sample: the candidate 1.0, the single agent 0.0; confirmation: both 0.0 -> a tie is no
@@ -259,7 +260,7 @@ def test_confirmation_demotes_a_champion_that_overfits_its_fitness_sample():
 
     qs = arith.generate(24, seed=11, levels=(1, 2, 3))
     params = params.model_copy(update={"confirm_questions": 16})
-    res = run_search(SingleRightOnConfirm(garbage_or_over_limit, _stable_seed(7, "math", "confirm")), qs, params, verify, seed=7)
+    res = run_search(SingleRightOnConfirm(garbage_or_over_limit, derive_seed(7, "math", "confirm")), qs, params, verify, seed=7)
     c = res.confirmation["math"]
     assert c["single_agent_confirm_fitness"] == 1.0 and c["candidate_confirm_fitness"] == 0.0
     assert c["kept"] == single_agent("math").design_id == res.champions["math"].design_id

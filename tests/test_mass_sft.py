@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -10,16 +9,15 @@ from selfevolve.backends.base import Backend, Completion
 from selfevolve.config import LoraParams, MassParams, Params, SFTParams
 from selfevolve.mass.design import DesignLimits, planner_solver, planner_solver_review, single_agent
 from selfevolve.mass.executor import run_design
-from selfevolve.mass.search import run_mass_stage
+from selfevolve.mass.search import search_and_collect
 from selfevolve.mass.sft_data import (
     chats_to_records,
     collect_champion_trajectories,
     select_for_sft,
     trajectories_to_chats,
 )
-from selfevolve.records import Trajectory, read_jsonl
 from selfevolve.roles.templates import render
-from selfevolve.seeds import arith
+from selfevolve.questions import arith
 from selfevolve.training.sft import assistant_token_mask, train_sft
 
 from fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
@@ -148,18 +146,16 @@ def test_train_sft_with_no_chats_copies_the_model(tiny_model_dir, tmp_path):
     assert all((after[k] == before[k]).all() for k in before)
 
 
-def test_mass_stage_writes_search_champions_and_kept_trajectories(tmp_path):
+def test_search_and_collect_finds_champions_and_keeps_verified_trajectories():
     params = Params(mass=MassParams(generations=1, population=3, eval_questions=4, trajectories_per_question=2))
-    metrics = run_mass_stage(HalfRight(), QUESTIONS, params, tmp_path, seed=0, verify_fn=verify)
-    search = json.loads((tmp_path / "search.json").read_text())
-    champions = json.loads((tmp_path / "champions.json").read_text())
-    assert set(champions) == {"math"} and search["champions"]["math"] == champions["math"]
-    kept = read_jsonl(tmp_path / "trajectories.jsonl", Trajectory)
+    outcome = search_and_collect(HalfRight(), QUESTIONS, params, verify, seed=0)
+    champions, metrics, kept = outcome.champions_json(), outcome.metrics, outcome.trajectories
+    assert set(champions) == {"math"} and outcome.result.model_dump(mode="json")["champions"]["math"] == champions["math"]
     assert kept and all(t.completed and t.correct == 1.0 for t in kept)
     assert metrics["mass_trajectories_kept"] == len(kept) and metrics["mass_trajectories"] == 2 * len(QUESTIONS)
     assert 0.0 <= metrics["mass_math_accuracy"] <= 1.0 and "mass_math_single_agent_accuracy" in metrics
     assert trajectories_to_chats(kept, {q.id: q for q in QUESTIONS})
     # next cycle: the champion comes back as previous_champions
-    again = run_mass_stage(HalfRight(), QUESTIONS, params, tmp_path / "c2", seed=1, previous_champions=champions, verify_fn=verify)
-    assert again["mass_designs_evaluated"] >= 3
-    assert single_agent().design_id in {e["design_id"] for e in json.loads((tmp_path / "c2" / "search.json").read_text())["evaluated"]}
+    again = search_and_collect(HalfRight(), QUESTIONS, params, verify, seed=1, previous_champions=champions)
+    assert again.metrics["mass_designs_evaluated"] >= 3
+    assert single_agent().design_id in {e.design_id for e in again.result.evaluated}

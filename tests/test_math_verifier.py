@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from selfevolve.evaluation.benchmarks import load_benchmark
+from selfevolve.questions.benchmarks import load_benchmark
 from selfevolve.verifiers.math import (
     DEFAULT_ORDER,
     MathGrade,

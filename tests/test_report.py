@@ -15,7 +15,9 @@ from pathlib import Path
 import yaml
 
 from selfevolve.config import default_params_dict
-from selfevolve.evaluation.report import FIGURES, SERIES, build_report
+from selfevolve.reporting.figures import FIGURES
+from selfevolve.reporting.report import build_report
+from selfevolve.reporting.series import SERIES
 from selfevolve.records import MathSpec, Question, write_json, write_jsonl
 
 CYCLES = ["c1", "c2"]
@@ -41,10 +43,11 @@ def _question(i: int, level: int, source: str, cycle: int | None, pass_rate: flo
 
 
 def _search_json(cycle_index: int, fitness: list[float]) -> dict:
-    """A ``SearchResult`` as ``run_mass_stage`` writes it: single-agent reference, a champion and
+    """A ``SearchResult`` as the ``mass_search`` stage writes it: single-agent reference, a champion and
     one history record per generation."""
     from selfevolve.mass.design import planner_solver, single_agent
-    from selfevolve.mass.search import DesignEvaluation, SearchResult
+    from selfevolve.mass.fitness import DesignEvaluation
+    from selfevolve.mass.search import SearchResult
 
     def ev(design, gen, fit, origin):
         return DesignEvaluation(design=design, design_id=design.design_id, domain="math", generation=gen, origin=origin,
@@ -224,7 +227,7 @@ def test_report_command_fails_cleanly_without_params(tmp_path):
 def test_report_table_has_paired_significance_and_mass_heldout_columns(tmp_path):
     """The held-out p-value is the exact McNemar test on the per-item outcomes of eval/heldout.jsonl
     (paired by question id); the MASS held-out columns come from the evaluate metrics."""
-    from selfevolve.evaluation.stats import mcnemar_exact
+    from selfevolve.stats import mcnemar_exact
 
     root = build_fake_campaign(tmp_path / "campaign")
     outcomes = {"base": [1] * 30 + [0] * 70, "c1": [1] * 30 + [0] * 70, "c2": [1] * 28 + [0] * 2 + [1] * 14 + [0] * 56}

@@ -2,6 +2,7 @@
 
 import pytest
 
+from selfevolve.training.advantages import role_advantages
 from selfevolve.config import Params
 from selfevolve.records import Rollout
 from selfevolve.training import rl
@@ -16,11 +17,11 @@ def _r(i, role, group, reward):
 def test_role_advantages_normalise_per_role_and_skip_flat_groups():
     rows = [_r(0, "solver", "g1", 1.0), _r(1, "solver", "g1", 0.0), _r(2, "solver", "g2", 0.5), _r(3, "solver", "g2", 0.5),
             _r(4, "planner", "p1", 0.9), _r(5, "planner", "p2", 0.1), _r(6, "critic", "c1", 1.0), _r(7, "critic", "c2", 1.0)]
-    out = {r.id: r.advantage for r in rl.role_advantages(rows)}
+    out = {r.id: r.advantage for r in role_advantages(rows)}
     assert set(out) == {"r0", "r1", "r4", "r5"}  # g2 has no spread; critic rewards have no spread
     assert out["r0"] == pytest.approx(1.0, abs=1e-4) and out["r1"] == pytest.approx(-1.0, abs=1e-4)
     assert out["r4"] == pytest.approx(1.0, abs=1e-4) and out["r5"] == pytest.approx(-1.0, abs=1e-4)
-    assert len(rl.role_advantages(rows, skip_no_spread=False)) == 6
+    assert len(role_advantages(rows, skip_no_spread=False)) == 6
 
 
 def test_one_update_raises_positive_and_lowers_negative(tiny_model_dir):  # noqa: F811
@@ -89,22 +90,32 @@ def test_grpo_trains_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):  #
 
     from transformers import AutoModelForCausalLM
 
-    from selfevolve.seeds import arith
+    from selfevolve.questions import arith
 
     params = Params()
     params.rl.algorithm = "grpo"
     params.rl.steps, params.rl.batch_size, params.rl.grpo_num_generations = 2, 4, 2
     params.rl.eval_every, params.rl.eval_questions = 1, 2
     params.sampling.max_new_tokens = params.evaluation.max_new_tokens = 8
+    from selfevolve.backends.hf import HFBackend
+    from selfevolve.evaluation.solve import correctness
+
     qs = arith.generate(4, seed=1, levels=(1,))
-    summary = rl.train_grpo(tiny_model_dir, qs, qs[:2], params, tmp_path / "out")
+    validated = []
+
+    def validate(model, tokenizer):
+        validated.append(1)
+        return correctness(HFBackend.from_pretrained_objects(model, tokenizer), qs[:2], params)
+
+    summary = rl.train_grpo(tiny_model_dir, qs, validate, params, tmp_path / "out")
+    assert len(validated) == 3
     assert summary["trained"] and summary["algorithm"] == "grpo"
     assert [p["step"] for p in summary["val_curve"]] == [0, 1, 2]
     assert json.loads((tmp_path / "out" / "rl.json").read_text())["best_step"] == summary["best_step"]
     AutoModelForCausalLM.from_pretrained(tmp_path / "out")
 
 
-def test_checkpoint_selection_takes_only_significant_validation_gains(monkeypatch):
+def test_checkpoint_selection_takes_only_significant_validation_gains():
     """Step 0 is kept against a gain inside the noise (+3 of 100 questions, McNemar p ~ 0.25), is
     replaced by a significant one (+20), and that by a higher significant one; select_p = 1 falls
     back to plain best accuracy."""
@@ -115,8 +126,7 @@ def test_checkpoint_selection_takes_only_significant_validation_gains(monkeypatc
     big = [1] * 70 + [0] * 30
     outcomes = iter([start, noise, big, [1] * 71 + [0] * 29])
     model = torch.nn.Linear(2, 1)
-    sel = rl.CheckpointSelector(model, None, [], Params())
-    monkeypatch.setattr(sel, "_correct", lambda: next(outcomes))
+    sel = rl.CheckpointSelector(model, None, lambda m, tok: next(outcomes), Params())
     for step in (0, 10, 20):
         with torch.no_grad():
             model.weight.fill_(float(step))
@@ -128,15 +138,14 @@ def test_checkpoint_selection_takes_only_significant_validation_gains(monkeypatc
 
     params = Params()
     params.rl.select_p = 1.0
-    plain = rl.CheckpointSelector(model, None, [], params)
     seq = iter([start, noise])
-    monkeypatch.setattr(plain, "_correct", lambda: next(seq))
+    plain = rl.CheckpointSelector(model, None, lambda m, tok: next(seq), params)
     plain.check(0)
     plain.check(10)
     assert plain.best_step == 10  # without the test, +3 of 100 would be taken
 
 
-def test_checkpoint_selection_corrects_for_the_number_of_checks(monkeypatch):
+def test_checkpoint_selection_corrects_for_the_number_of_checks():
     """With 4 checks per run (80 steps, every 20) a gain needs p < 0.05 / 4: +7 of 100 questions
     (p = 0.0156) is not taken, +8 (p = 0.0078) is; with one check +7 is taken."""
     import torch
@@ -146,9 +155,8 @@ def test_checkpoint_selection_corrects_for_the_number_of_checks(monkeypatch):
     for steps, gain, taken in ((80, 7, False), (80, 8, True), (20, 7, True)):
         params = Params()
         params.rl.steps, params.rl.eval_every = steps, 20
-        sel = rl.CheckpointSelector(model, None, [], params)
         seq = iter([start, [1] * (50 + gain) + [0] * (50 - gain)])
-        monkeypatch.setattr(sel, "_correct", lambda: next(seq))
+        sel = rl.CheckpointSelector(model, None, lambda m, tok, seq=seq: next(seq), params)
         sel.check(0)
         sel.check(20)
         assert (sel.best_step == 20) is taken, (steps, gain, sel.curve)
@@ -205,12 +213,16 @@ def test_train_reinforce_pp_keeps_the_weight_average_not_the_last_update(tiny_mo
     monkeypatch.setattr(rl, "weight_average", spy_average)
     monkeypatch.setattr(rl, "policy_update", spy_update)
     right = iter([1, 5, 9])  # of 10 validation questions at steps 0, 2, 4
-    monkeypatch.setattr(rl.CheckpointSelector, "_correct", lambda self: (lambda k: [1] * k + [0] * (10 - k))(next(right)))
+
+    def validate(model, tokenizer):
+        k = next(right)
+        return [1] * k + [0] * (10 - k)
+
     params = Params()
     params.rl.steps, params.rl.eval_every, params.rl.batch_size = 4, 2, 4
     params.rl.learning_rate, params.rl.ema_decay, params.rl.select_p = 1e-2, 0.5, 1.0
-    rows = rl.role_advantages([_r(i, "solver", f"g{i // 2}", float(i % 2)) for i in range(8)])
-    summary = rl.train_reinforce_pp(tiny_model_dir, rows, [], params, tmp_path / "out")
+    rows = role_advantages([_r(i, "solver", f"g{i // 2}", float(i % 2)) for i in range(8)])
+    summary = rl.train_reinforce_pp(tiny_model_dir, rows, validate, params, tmp_path / "out")
     assert summary["best_step"] == 4
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
     avg, raw = made["avg"].module.state_dict(), made["raw"]

@@ -7,7 +7,7 @@ import pytest
 from selfevolve.config import Params
 from selfevolve.pool import dedup_against, pool_stats
 from selfevolve.records import MathSpec, Question, RecordFileError, read_jsonl, write_jsonl
-from selfevolve.seeds import arith, tiny_code
+from selfevolve.questions import arith, tiny_code
 
 
 def test_arith_answers_exact_and_deterministic():
@@ -45,7 +45,7 @@ def test_tiny_code_reference_solutions_pass_their_tests():
 
 
 def test_arith_seed_splits_are_disjoint(tmp_path):
-    from selfevolve.stages.base import load_seed_set
+    from selfevolve.questions.seed_sets import load_seed_set
 
     p = Params()
     pool, val, held = load_seed_set(p, tmp_path)
@@ -54,7 +54,7 @@ def test_arith_seed_splits_are_disjoint(tmp_path):
 
 
 def test_paper_seed_set(bench_dir):
-    from selfevolve.seeds import paper
+    from selfevolve.questions import paper
 
     pool, val, held = paper.load(bench_dir, size=40, n_val=10, n_heldout=10)
     assert len(pool) == 40 and len(val) == 10 and len(held) == 10
@@ -96,7 +96,7 @@ def test_jsonl_roundtrip_and_errors(tmp_path):
 
 
 def test_paper_ids_are_unique(bench_dir):
-    from selfevolve.seeds import paper
+    from selfevolve.questions import paper
 
     pool, val, held = paper.load(bench_dir, size=400, n_val=100, n_heldout=200)
     ids = [q.id for q in pool + val + held]
@@ -105,7 +105,7 @@ def test_paper_ids_are_unique(bench_dir):
 
 def test_seed_file_set_and_malformed_seed_file(tmp_path):
     from selfevolve.records import RecordFileError
-    from selfevolve.stages.base import load_seed_set
+    from selfevolve.questions.seed_sets import load_seed_set
 
     qs = arith.generate(30, seed=5)
     write_jsonl(tmp_path / "mine.jsonl", qs)

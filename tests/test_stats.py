@@ -2,7 +2,7 @@
 
 import pytest
 
-from selfevolve.evaluation.stats import mcnemar_exact
+from selfevolve.stats import mcnemar_exact
 
 
 def test_mcnemar_matches_the_binomial_tail_by_hand():

@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from selfevolve.config import Params
-from selfevolve.seeds.transcripts import arith_transcripts
+from selfevolve.embedded.transcripts import arith_transcripts
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from selfevolve.bootstrap import run_bootstrap
+    from selfevolve.embedded.warm_start import run_bootstrap
 
     p = Params()
     p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 200, 8
@@ -74,7 +74,7 @@ _TOK = []
 
 def _tok():
     if not _TOK:
-        from selfevolve.tinymodel import build_tokenizer
+        from selfevolve.embedded.tinymodel import build_tokenizer
 
         _TOK.append(build_tokenizer([m["content"] for t in arith_transcripts(300) for m in t], vocab_size=512))
     return _TOK[0]

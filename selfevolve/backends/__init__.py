@@ -31,8 +31,9 @@ def make_backend(model_params: "ModelParams", model_path: str | os.PathLike | No
         model_path: the model to serve; overrides ``model_params.base`` (e.g. a cycle's checkpoint).
         adapter_path: a PEFT LoRA adapter directory (``hf`` merges it, ``vllm`` serves it with a
             ``LoRARequest``; ``openai`` cannot load one and raises ``ValueError``).
-        overrides: extra keyword arguments for the implementation's constructor
-            (e.g. ``batch_size=16`` or ``progress=True`` for ``hf``).
+        overrides: keyword arguments for the implementation's constructor, over those taken from
+            ``model_params`` (e.g. ``batch_size=16``, ``progress=True`` or ``max_model_len=None``
+            (the model's own) for ``hf``).
 
     For ``openai`` the model name sent is ``model_params.openai_model``, else ``model_path``/``base``;
     the API key is read from the environment variable ``model_params.openai_api_key_env`` (may be
@@ -45,15 +46,15 @@ def make_backend(model_params: "ModelParams", model_path: str | os.PathLike | No
     if kind == "hf":
         from selfevolve.backends.hf import HFBackend
 
-        return HFBackend(path, dtype=model_params.dtype, device=model_params.device,
-                         max_model_len=model_params.max_model_len, adapter_path=adapter_path, **overrides)
+        return HFBackend(path, **{"dtype": model_params.dtype, "device": model_params.device,
+                                  "max_model_len": model_params.max_model_len, "adapter_path": adapter_path, **overrides})
     if kind == "vllm":
         from selfevolve.backends.vllm_backend import VLLMBackend
 
-        return VLLMBackend(path, dtype=model_params.dtype, max_model_len=model_params.max_model_len,
-                           tensor_parallel_size=model_params.tensor_parallel_size,
-                           gpu_memory_utilization=model_params.gpu_memory_utilization,
-                           adapter_path=adapter_path, **overrides)
+        return VLLMBackend(path, **{"dtype": model_params.dtype, "max_model_len": model_params.max_model_len,
+                                    "tensor_parallel_size": model_params.tensor_parallel_size,
+                                    "gpu_memory_utilization": model_params.gpu_memory_utilization,
+                                    "adapter_path": adapter_path, **overrides})
     if kind == "openai":
         from selfevolve.backends.openai_backend import OpenAIBackend
 

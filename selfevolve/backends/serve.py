@@ -262,31 +262,23 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
     return app
 
 
-def load_backend(model_path: str, backend: str = "hf", dtype: str = "float32", device: str = "auto",
-                 max_model_len: int | None = None, adapter_path: str | None = None, batch_size: int = 32) -> Backend:
-    """The backend ``serve`` runs: ``hf`` (transformers) or ``vllm``. Raises ``ValueError`` for
-    another name, ``OSError`` when the model cannot be loaded, ``VLLMUnavailable`` without vLLM."""
-    if backend == "hf":
-        from selfevolve.backends.hf import HFBackend
-
-        return HFBackend(model_path, dtype=dtype, device=device, max_model_len=max_model_len,
-                         adapter_path=adapter_path, batch_size=batch_size)
-    if backend == "vllm":
-        from selfevolve.backends.vllm_backend import VLLMBackend
-
-        return VLLMBackend(model_path, dtype=dtype, max_model_len=max_model_len, adapter_path=adapter_path)
-    raise ValueError(f"serve supports the 'hf' and 'vllm' backends, got {backend!r}")
-
-
 def serve(model_path: str, host: str = "127.0.0.1", port: int = 8000, backend: str = "hf",
-          model_name: str | None = None, log_level: str = "info", **backend_kwargs: Any) -> None:
-    """Load ``model_path`` with ``backend`` and serve it until interrupted (SIGINT/SIGTERM).
-
-    ``model_name`` defaults to ``model_path`` as given. Blocks; raises what ``load_backend`` raises.
-    """
+          model_name: str | None = None, log_level: str = "info", dtype: str = "float32", device: str = "auto",
+          adapter_path: str | None = None, **backend_kwargs: Any) -> None:
+    """Load ``model_path`` with ``backend`` (``hf`` or ``vllm``, built by ``make_backend``) and serve
+    it until interrupted (SIGINT/SIGTERM). ``backend_kwargs`` go to the backend's constructor
+    (``max_model_len``, ``batch_size``, ...). ``model_name`` defaults to ``model_path`` as given.
+    Blocks; raises ``ValueError`` for another backend, ``OSError`` when the model cannot be
+    loaded, ``VLLMUnavailable`` without vLLM."""
     import uvicorn
 
-    be = load_backend(model_path, backend=backend, **backend_kwargs)
+    from selfevolve.backends import make_backend
+    from selfevolve.config import ModelParams
+
+    if backend not in ("hf", "vllm"):
+        raise ValueError(f"serve supports the 'hf' and 'vllm' backends, got {backend!r}")
+    model = ModelParams(base=model_path, backend=backend, dtype=dtype, **({"device": device} if backend == "hf" else {}))
+    be = make_backend(model, model_path=model_path, adapter_path=adapter_path, **backend_kwargs)
     name = model_name or model_path
     app = create_app(be, name, model_path=model_path)
     if host not in ("127.0.0.1", "localhost", "::1"):

@@ -1,61 +1,254 @@
-"""Greedy (or sampled) Solver accuracy on a list of questions: the one routine that checkpoint
-selection (``train_rl``), the ``evaluate`` stage and benchmarks share.
+"""Answer questions with a model and grade the answers: the one solve-and-grade routine that the
+``evaluate`` stage, checkpoint validation in training and the benchmarks share.
 
-The prompt is the Solver role's template without a plan; answers are parsed with the Solver
-parser and checked by the external verifiers.
+``evaluate_questions(backend, questions, params, k=1)``:
+
+1. **Prompts.** One template per benchmark family in ``selfevolve/prompts/evaluation``
+   (``math`` for GSM8K/MATH/OlympiadBench, ``code`` for HumanEval-style completion of a function
+   signature, ``mbpp`` for MBPP with its test asserts shown). The held-out set and question files
+   use the Solver role's own prompt (``selfevolve/prompts/roles/solver.j2``), the prompt the model
+   is trained with, so held-out and validation numbers are comparable. Every prompt asks for the
+   answer inside ``<answer></answer>``.
+2. **Sampling.** ``k == 1``: one greedy completion per question (pass@1). ``k > 1``: ``n = k``
+   samples per question at ``params.sampling.temperature`` / ``top_p``, and pass@k with the unbiased
+   estimator of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code", eq. 1). Generation
+   runs in chunks of about ``params.evaluation.batch_size`` rows (prompts x samples) per call.
+3. **Grading.** The ``<answer>`` content is parsed with ``selfevolve.roles.parsers.parse_solver`` and
+   graded by ``selfevolve.verifiers.grading.verify_answers`` (math grader; code sandbox). For
+   HumanEval the program is the prompt plus the model's body or whole function
+   (``selfevolve.verifiers.programs``). A completion without an ``<answer>`` is wrong (``no_answer``).
+
+``summarise(rows, k)`` turns the per-question rows into metrics: ``n``, ``samples``, ``accuracy``
+(mean correctness over all samples), ``pass_at_1``, ``pass_at_<k>`` (k > 1), ``answered_rate``,
+``truncated_rate``, ``mean_output_tokens``, ``accuracy_level_<L>`` and ``accuracy_<category>_<value>``
+(``Question.categories()``). pass@k is spelled ``pass_at_k`` because MLflow metric names may not
+contain ``@``.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from collections import defaultdict
+from pathlib import Path
 from statistics import fmean
+from typing import Any, Sequence
 
-from selfevolve.backends.base import Backend, SamplingConfig
+from selfevolve import prompting
+from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
 from selfevolve.config import Params
-from selfevolve.records import Question
+from selfevolve.records import CodeSpec, Question
 from selfevolve.roles import parsers
-from selfevolve.roles.templates import messages
-from selfevolve.verifiers.grading import pass_at_k
+from selfevolve.seeding import derive_seed
+from selfevolve.stats import pass_at_k
+from selfevolve.verifiers.grading import natural_key, verify_answers
+from selfevolve.verifiers.programs import code_program, humaneval_completion
+
+log = logging.getLogger("selfevolve")
+
+#: Spec name of the campaign's held-out set.
+HELDOUT = "heldout"
+#: Prompt name meaning "the Solver role's template" (``selfevolve/roles/prompts/solver.j2``).
+SOLVER_PROMPT = "solver"
+#: Canonical benchmark name (``Question.source`` is ``benchmark:<name>``) -> prompt template
+#: in ``selfevolve/evaluation/prompts`` (``<prompt>.j2``), or ``SOLVER_PROMPT``.
+PROMPTS: dict[str, str] = {
+    "gsm8k": "math",
+    "gsm8k-train": "math",
+    "math500": "math",
+    "math-train": "math",
+    "olympiadbench": "math",
+    "humaneval": "code",
+    "mbpp": "mbpp",
+    "mbpp-sanitized": "mbpp",
+}
 
 
-def solve_and_grade(backend: Backend, questions: list[Question], params: Params, n: int = 1, temperature: float = 0.0,
-                    max_new_tokens: int | None = None, seed: int = 0) -> tuple[list[dict], dict]:
-    """Solve every question ``n`` times and verify.
+def metric_name(text: Any) -> str:
+    """A metric-name-safe token: lowercased, runs of characters other than letters, digits,
+    ``_``, ``-`` and ``.`` replaced by ``_`` (MLflow accepts these; ``@`` and spaces are not wanted)."""
+    return re.sub(r"[^a-z0-9_.\-]+", "_", str(text).lower()).strip("_") or "none"
 
-    Returns (rows, metrics). ``rows``: one dict per question with ``id``, ``level``, ``domain``,
-    ``completions``, ``answers``, ``correct`` (list of 0/1). ``metrics``: ``n``, ``accuracy``
-    (mean over all samples), ``pass_at_1``, ``pass_at_<n>`` when n > 1, and ``accuracy_level_<L>``
-    (names MLflow accepts as metric keys).
-    """
-    from selfevolve.stages.common import verify_answers
 
-    if not questions:
-        return [], {"n": 0, "accuracy": 0.0}
-    sp = SamplingConfig(temperature=temperature, top_p=1.0 if temperature == 0 else params.sampling.top_p,
-                        max_new_tokens=max_new_tokens or params.evaluation.max_new_tokens, n=n, seed=seed)
-    comps = backend.chat([messages("solver", question=q.text, domain=q.domain, plan=None) for q in questions], sp)
-    flat_q, flat_a = [], []
-    for q, cs in zip(questions, comps):
-        for c in cs:
-            flat_q.append(q)
-            flat_a.append(parsers.parse_solver(c.text, q.domain).answer)
-    verdicts = verify_answers(flat_q, flat_a, params, ids=[f"{q.id}-{i}" for i, q in enumerate(flat_q)])
-    rows, i = [], 0
-    for q, cs in zip(questions, comps):
-        vs = verdicts[i:i + len(cs)]
-        rows.append({"id": q.id, "level": q.level, "domain": q.domain, "completions": [c.text for c in cs],
-                     "answers": flat_a[i:i + len(cs)], "correct": [v.correct for v in vs], "status": [v.status for v in vs],
-                     "output_tokens": [c.output_tokens for c in cs]})
-        i += len(cs)
-    metrics = {"n": len(rows), "accuracy": fmean(c for r in rows for c in r["correct"]),
-               "pass_at_1": fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), 1) for r in rows),
-               "mean_output_tokens": fmean(t for r in rows for t in r["output_tokens"])}
-    if n > 1:
-        metrics[f"pass_at_{n}"] = fmean(pass_at_k(n, int(sum(r["correct"])), n) for r in rows)
-    by_level = defaultdict(list)
+def benchmark_key(name: str) -> str:
+    """The metric prefix and per-item file stem of a spec name: ``heldout`` and benchmark names as
+    given (lowercased, sanitised), a file path by its stem (``data/x/val.jsonl`` -> ``val``)."""
+    low = str(name).lower()
+    if low.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")) or "/" in low or "\\" in low:
+        stem = Path(name).name
+        for suffix in (".jsonl.gz", ".json.gz", ".jsonl", ".json"):
+            if stem.lower().endswith(suffix):
+                stem = stem[: -len(suffix)]
+                break
+        return metric_name(stem)
+    return metric_name(low)
+
+
+def prompt_for(question: Question, spec_name: str | None = None) -> str:
+    """The prompt template name for a question: ``SOLVER_PROMPT`` for the held-out set and for
+    question files, else ``PROMPTS[<benchmark>]`` from the question's ``benchmark:<name>`` source
+    (``SOLVER_PROMPT`` for a benchmark without its own template)."""
+    if spec_name == HELDOUT:
+        return SOLVER_PROMPT
+    src = question.source or ""
+    if src.startswith("benchmark:"):
+        return PROMPTS.get(src.split(":", 1)[1], SOLVER_PROMPT)
+    return SOLVER_PROMPT
+
+
+def build_messages(question: Question, prompt: str) -> Messages:
+    """The one-turn chat for ``question`` with template ``prompt`` (``SOLVER_PROMPT`` or a name in
+    ``selfevolve/evaluation/prompts``). Template fields: ``question`` (text), ``prompt``
+    (HumanEval's function signature + docstring, else the text), ``problem`` (MBPP task
+    description, else the text), ``tests`` (code test statements), ``entry_point``, ``domain``,
+    ``meta``. Raises ``jinja2.TemplateNotFound`` for an unknown template."""
+    if prompt == SOLVER_PROMPT:
+        from selfevolve.roles.templates import messages
+
+        return messages("solver", question=question.text, domain=question.domain, plan=None)
+    spec = question.spec
+    fields = {
+        "question": question.text,
+        "prompt": question.meta.get("prompt") if isinstance(question.meta.get("prompt"), str) else question.text,
+        "problem": question.meta.get("problem") if isinstance(question.meta.get("problem"), str) else question.text,
+        "tests": list(spec.tests) if isinstance(spec, CodeSpec) else [],
+        "entry_point": spec.entry_point if isinstance(spec, CodeSpec) else None,
+        "domain": question.domain,
+        "meta": question.meta,
+    }
+    return [{"role": "user", "content": prompting.render(f"evaluation/{prompt}", **fields)}]
+
+
+def graded_answer(question: Question, completion: str) -> tuple[str | None, float]:
+    """``(answer to verify, format reward)`` for one completion.
+
+    Math: the ``<answer>`` content (``parsers.parse_solver``). Code: the program to run
+    (``selfevolve.verifiers.grading.code_program``): for HumanEval prompt + completion (see
+    :func:`humaneval_completion`), else the ``<answer>`` code. ``None`` when there is no answer."""
+    parsed = parsers.parse_solver(completion, question.domain)
+    if question.domain != "code" or parsed.answer is None:
+        return parsed.answer, parsed.format_reward
+    is_humaneval = question.source.split(":")[-1] == "humaneval" and isinstance(question.meta.get("prompt"), str)
+    if is_humaneval:
+        code = parsers.answer_code(completion) or parsed.answer
+        return code_program(question, humaneval_completion(question, code)), parsed.format_reward
+    return code_program(question, parsed.answer), parsed.format_reward
+
+
+def generate(backend: Backend, conversations: list[Messages], sampling: SamplingConfig, batch_size: int,
+             seed: int = 0) -> list[list[Completion]]:
+    """``Backend.chat`` over ``conversations`` in chunks of ``max(1, batch_size // sampling.n)``
+    prompts (so about ``batch_size`` rows per call); chunk ``b`` is sampled with a seed derived from
+    ``(seed, b)``. Returns B lists of ``sampling.n`` completions (input order). Raises
+    ``RuntimeError`` when the backend returns the wrong number of completions."""
+    per_call = max(1, batch_size // sampling.n)
+    out: list[list[Completion]] = []
+    for b, start in enumerate(range(0, len(conversations), per_call)):
+        chunk = conversations[start:start + per_call]
+        res = backend.chat(chunk, sampling.model_copy(update={"seed": derive_seed(seed, b)}))
+        if len(res) != len(chunk) or any(len(r) != sampling.n for r in res):
+            raise RuntimeError(f"backend {getattr(backend, 'name', backend)!r} returned {[len(r) for r in res]} completions "
+                               f"for {len(chunk)} prompts x n={sampling.n}")
+        out.extend(res)
+        log.debug("generated %d/%d prompts", min(start + per_call, len(conversations)), len(conversations))
+    return out
+
+
+def summarise(rows: Sequence[dict], k: int = 1) -> dict[str, float | int]:
+    """Metrics of per-item rows (as written by :func:`evaluate_questions`; each has ``correct``
+    (list of 0/1 per sample), ``answered``, ``finish_reasons``, ``output_tokens``, ``categories``).
+
+    Returns ``n``, ``samples``, ``accuracy`` (mean over all samples), ``pass_at_1`` (unbiased
+    estimator, mean over questions), ``pass_at_<k>`` when ``k > 1``, ``answered_rate``,
+    ``truncated_rate``, ``mean_output_tokens``, ``accuracy_level_<L>`` and
+    ``accuracy_<category>_<value>``. With no rows: ``n`` 0 and ``accuracy`` 0.0. Raises
+    ``ValueError`` if a row has fewer than ``k`` samples."""
+    if not rows:
+        return {"n": 0, "samples": 0, "accuracy": 0.0, "pass_at_1": 0.0, **({f"pass_at_{k}": 0.0} if k > 1 else {})}
+    samples = [c for r in rows for c in r["correct"]]
     for r in rows:
-        if r["level"] is not None:
-            by_level[r["level"]].extend(r["correct"])
-    for lvl, cs in sorted(by_level.items()):
-        metrics[f"accuracy_level_{lvl}"] = fmean(cs)
-    return rows, metrics
+        if len(r["correct"]) < k:
+            raise ValueError(f"question {r.get('id')!r} has {len(r['correct'])} samples, pass@{k} needs at least {k}")
+    out: dict[str, float | int] = {
+        "n": len(rows),
+        "samples": len(samples),
+        "accuracy": round(fmean(samples), 6),
+        "pass_at_1": round(fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), 1) for r in rows), 6),
+    }
+    if k > 1:
+        out[f"pass_at_{k}"] = round(fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), k) for r in rows), 6)
+    out["answered_rate"] = round(fmean(a for r in rows for a in r["answered"]), 6)
+    out["truncated_rate"] = round(fmean(f == "length" for r in rows for f in r["finish_reasons"]), 6)
+    out["mean_output_tokens"] = round(fmean(t for r in rows for t in r["output_tokens"]), 3)
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        for key, val in (r.get("categories") or {}).items():
+            groups[(key, val)].extend(r["correct"])
+
+    for (key, val), cs in sorted(groups.items(), key=lambda kv: (kv[0][0], natural_key(kv[0][1]))):
+        out[f"accuracy_{metric_name(key)}_{metric_name(val)}"] = round(fmean(cs), 6)
+    return out
+
+
+def evaluate_questions(backend: Backend, questions: Sequence[Question], params: Params, *, k: int = 1,
+                       prompt: str | None = None, spec_name: str | None = None, seed: int = 0,
+                       max_new_tokens: int | None = None, batch_size: int | None = None) -> tuple[list[dict], dict]:
+    """Answer, grade and score ``questions`` (see the module docstring for sampling and grading).
+
+    ``prompt``: a template name for every question (default: :func:`prompt_for` per question).
+    Returns ``(rows, metrics)``: one row per question, in order, with ``id``, ``source``, ``domain``,
+    ``level``, ``categories``, ``prompt_template``, ``completions``, ``finish_reasons``,
+    ``output_tokens``, ``answers`` (what was verified: the math answer or the program; None when
+    unanswered), ``answered``, ``correct`` (0/1 per sample), ``status``, ``detail``, ``c``
+    (correct samples) and ``pass_at_k``; ``metrics`` from :func:`summarise` (unprefixed).
+    Raises ``ValueError`` for ``k < 1``."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    questions = list(questions)
+    if not questions:
+        return [], summarise([], k)
+    ev = params.evaluation
+    if k == 1:
+        sp = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens or ev.max_new_tokens, n=1)
+    else:
+        if params.sampling.temperature == 0:
+            log.warning("pass@%d with sampling.temperature = 0: the %d samples are identical, pass@%d = pass@1", k, k, k)
+        sp = SamplingConfig(temperature=params.sampling.temperature, top_p=params.sampling.top_p,
+                            max_new_tokens=max_new_tokens or ev.max_new_tokens, n=k)
+    templates = [prompt or prompt_for(q, spec_name) for q in questions]
+    convs = [build_messages(q, t) for q, t in zip(questions, templates)]
+    comps = generate(backend, convs, sp, batch_size or ev.batch_size, seed=seed)
+
+    flat_q: list[Question] = []
+    flat_a: list[str | None] = []
+    flat_ids: list[str] = []
+    for q, cs in zip(questions, comps):
+        for j, c in enumerate(cs):
+            ans, _ = graded_answer(q, c.text)
+            flat_q.append(q)
+            flat_a.append(ans)
+            flat_ids.append(f"{q.id}-s{j}")
+    verdicts = verify_answers(flat_q, flat_a, params.verifiers, ids=flat_ids)
+
+    rows: list[dict] = []
+    i = 0
+    for q, t, cs in zip(questions, templates, comps):
+        vs = verdicts[i:i + len(cs)]
+        answers = flat_a[i:i + len(cs)]
+        correct = [int(v.correct >= 1.0) for v in vs]
+        rows.append({
+            "id": q.id, "source": q.source, "domain": q.domain, "level": q.level, "categories": q.categories(),
+            "prompt_template": t, "completions": [c.text for c in cs], "finish_reasons": [c.finish_reason for c in cs],
+            "output_tokens": [c.output_tokens for c in cs], "answers": answers, "answered": [int(a is not None) for a in answers],
+            "correct": correct, "status": [v.status for v in vs], "detail": [v.detail for v in vs],
+            "c": sum(correct), "pass_at_k": pass_at_k(len(correct), sum(correct), k),
+        })
+        i += len(cs)
+    return rows, summarise(rows, k)
+
+
+def correctness(backend: Backend, questions: Sequence[Question], params: Params, seed: int = 0) -> list[int]:
+    """Greedy 0/1 outcome per question (:func:`evaluate_questions` with k = 1): what checkpoint
+    validation compares between steps (paired, so a McNemar test applies)."""
+    rows, _ = evaluate_questions(backend, questions, params, k=1, seed=seed)
+    return [r["correct"][0] for r in rows]

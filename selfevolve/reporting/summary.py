@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from selfevolve.paths import cycle_paths
+
 COLUMNS = [
     ("heldout acc", "evaluate", "heldout_accuracy"),
     ("pool", "rewards", "pool_size"),
@@ -27,7 +29,7 @@ BASE_SOURCES = {"pool": ("seeds", "seed_questions")}
 
 
 def _metric(root: Path, cycle: str, stage: str, key: str):
-    p = root / "metrics" / cycle / f"{stage}.json"
+    p = cycle_paths(cycle, root).metrics(stage)
     try:
         return json.loads(p.read_text()).get(key)
     except (FileNotFoundError, json.JSONDecodeError):

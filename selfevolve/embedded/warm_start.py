@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def warm_start_chats(params: Params, seed_questions=None) -> list[list[dict[str, str]]]:
     """The transcripts the warm start trains on, for the configured seed set."""
-    from selfevolve.seeds import transcripts
+    from selfevolve.embedded import transcripts
 
     n = params.bootstrap.transcripts
     if params.seeds.set == "arith":
@@ -45,7 +45,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None) -> d
     from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    from selfevolve import tinymodel
+    from selfevolve.embedded import tinymodel
 
     t0 = time.time()
     out_dir = Path(out_dir)

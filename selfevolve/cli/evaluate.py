@@ -10,20 +10,9 @@ from typing import Optional
 
 import typer
 
-from selfevolve.cli import app, fail
+from selfevolve.cli.common import fail, setup_logging
 
 log = logging.getLogger("selfevolve")
-
-
-def _stderr_logging(verbose: bool) -> None:
-    """Log to stderr (stdout carries the JSON metrics of an ad-hoc run)."""
-    from rich.console import Console
-    from rich.logging import RichHandler
-
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", datefmt="[%X]",
-                        handlers=[RichHandler(console=Console(stderr=True), rich_tracebacks=False, show_path=False)], force=True)
-    for noisy in ("httpx", "urllib3", "mlflow", "alembic", "filelock", "git", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _ad_hoc_params(params_path: Optional[Path], overlays: list[Path] | None, model: str, backend: Optional[str],
@@ -62,8 +51,7 @@ def _ad_hoc_params(params_path: Optional[Path], overlays: list[Path] | None, mod
         fail(str(exc))
 
 
-@app.command("evaluate", rich_help_panel="Stages")
-def evaluate_command(
+def evaluate(
     cycle: Optional[str] = typer.Option(None, "--cycle", "-c", help="Stage mode: evaluate models/<CYCLE> ('base' = the base model) "
                                         "on params.yaml 'evaluation.benchmarks'; writes data/cycles/<CYCLE>/eval/ and "
                                         "metrics/<CYCLE>/evaluate.json."),
@@ -117,16 +105,18 @@ def evaluate_command(
         given = [name for name, value in ad_hoc.items() if value] + (["--k"] if k != 1 else [])
         if given:
             fail(f"--cycle runs the evaluate stage with params.yaml's evaluation settings; {', '.join(given)} belong to ad-hoc mode (--model)")
-        from selfevolve.stages.cli import run_stage, setup_logging
+        from selfevolve.cli.stages import run_stage_or_fail
+        from selfevolve.stages.registry import get
 
         setup_logging(verbose)
-        run_stage("evaluate", cycle, params or Path("params.yaml"), overlay, root, track=not no_track)
+        run_stage_or_fail(get("evaluate_base" if cycle == "base" else "evaluate"), cycle, params or Path("params.yaml"), overlay,
+                          root, track=not no_track)
         return
     if model is None:
         fail("give --cycle C (the campaign's evaluate stage) or --model PATH [--benchmark NAME ...] (ad-hoc evaluation)")
     if backend is not None and backend not in ("hf", "vllm", "openai"):
         fail(f"--backend must be hf, vllm or openai, got {backend!r}")
-    _stderr_logging(verbose)
+    setup_logging(verbose, stderr=True)
     _run_ad_hoc(model, benchmark, limit, k, backend, data_dir, out, heldout, max_new_tokens, temperature, batch_size,
                 max_model_len, openai_base_url, seed, params, overlay, root)
 
@@ -135,10 +125,11 @@ def _run_ad_hoc(model, benchmark, limit, k, backend, data_dir, out, heldout, max
                 max_model_len, openai_base_url, seed, params_path, overlay, root) -> None:
     from selfevolve.backends import make_backend
     from selfevolve.config import BenchmarkSpec
-    from selfevolve.evaluation.benchmarks import BenchmarkNotFoundError
-    from selfevolve.evaluation.evaluate import evaluate_benchmarks, metric_name
+    from selfevolve.questions.benchmarks import BenchmarkNotFoundError
+    from selfevolve.evaluation.evaluate import evaluate_benchmarks
+    from selfevolve.evaluation.solve import metric_name
     from selfevolve.paths import cycle_paths
-    from selfevolve.records import RecordFileError, write_json
+    from selfevolve.records import Question, RecordFileError, read_jsonl, write_json, write_jsonl
 
     params = _ad_hoc_params(params_path, overlay, model, backend, {
         "evaluation.max_new_tokens": max_new_tokens, "evaluation.batch_size": batch_size,
@@ -152,19 +143,26 @@ def _run_ad_hoc(model, benchmark, limit, k, backend, data_dir, out, heldout, max
     heldout = heldout or cycle_paths("base", root).heldout
     overrides = {"batch_size": params.evaluation.batch_size} if params.model.backend == "hf" else {}
     try:
+        held = read_jsonl(heldout, Question) if any(s.name == "heldout" for s in specs) else None
+    except FileNotFoundError:
+        fail(f"held-out file not found: {heldout} (run the 'seeds' stage first, or give --heldout)")
+    except RecordFileError as exc:
+        fail(str(exc))
+    try:
         with make_backend(params.model, model_path=model, **overrides) as be:
-            metrics = evaluate_benchmarks(be, specs, params, out, heldout_path=heldout, data_dir=data_dir, seed=seed)
+            results, metrics = evaluate_benchmarks(be, specs, params, heldout=held, data_dir=data_dir, seed=seed)
     except (BenchmarkNotFoundError, RecordFileError, FileNotFoundError, ValueError, ImportError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot load model {model!r}: {exc}")
+    for key, rows in results.items():
+        write_jsonl(Path(out) / f"{key}.jsonl", rows)
     write_json(Path(out) / "metrics.json", metrics)
     log.info("per-item results and metrics.json in %s", out)
     typer.echo(json.dumps(metrics, indent=2, sort_keys=True))
 
 
-@app.command("report")
-def report_command(
+def report(
     root: Path = typer.Option(Path("."), "--root", help="project root of the campaign (params.yaml, metrics/, data/cycles/)"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="output folder (default: <root>/reports)"),
     params: Optional[Path] = typer.Option(None, "--params", "-p", help="params file naming the cycles (default: <root>/params.yaml)"),
@@ -178,8 +176,7 @@ def report_command(
     Example: selfevolve report --root . --out reports
     """
     from selfevolve.config import ParamsError
-    from selfevolve.evaluation.report import build_report
-    from selfevolve.stages.cli import setup_logging
+    from selfevolve.reporting.report import build_report
 
     setup_logging(verbose)
     try:

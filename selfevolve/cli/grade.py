@@ -7,10 +7,9 @@ from typing import Optional
 
 import typer
 
-from selfevolve.cli import app, fail
+from selfevolve.cli.common import fail
 
 
-@app.command("grade")
 def grade(
     benchmark: str = typer.Argument(
         ...,
@@ -48,7 +47,7 @@ def grade(
     """
     import json
 
-    from selfevolve.evaluation.benchmarks import BenchmarkNotFoundError, load_benchmark
+    from selfevolve.questions.benchmarks import BenchmarkNotFoundError, load_benchmark
     from selfevolve.records import RecordFileError, write_jsonl
     from selfevolve.verifiers.grading import grade_predictions, read_predictions
 

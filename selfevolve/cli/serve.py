@@ -7,11 +7,10 @@ from typing import Optional
 
 import typer
 
-from selfevolve.cli import app, fail
+from selfevolve.cli.common import fail
 
 
-@app.command("serve")
-def serve_command(
+def serve(
     model_path: str = typer.Argument(..., help="model directory (save_pretrained output, e.g. models/base) or hub id"),
     host: str = typer.Option("127.0.0.1", help="address to bind; keep the loopback default unless the port is firewalled (no auth)"),
     port: int = typer.Option(8000, min=1, max=65535, help="TCP port"),
@@ -33,7 +32,7 @@ def serve_command(
 
     Example: selfevolve serve models/base --port 8000
     """
-    from selfevolve.backends.serve import serve
+    from selfevolve.backends.serve import serve as serve_model
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -49,7 +48,7 @@ def serve_command(
     if backend == "hf":
         kwargs.update(device=device, batch_size=batch_size)
     try:
-        serve(model_path, host=host, port=port, backend=backend, model_name=model_name, log_level=log_level, **kwargs)
+        serve_model(model_path, host=host, port=port, backend=backend, model_name=model_name, log_level=log_level, **kwargs)
     except ImportError as exc:
         fail(str(exc))
     except (OSError, ValueError) as exc:

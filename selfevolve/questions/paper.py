@@ -1,7 +1,7 @@
 """The ``paper`` seed set: real items from GSM8K train, MATH train, HumanEval and MBPP train ids,
 as in the SAGE paper's 500-item seed set (equal shares by default), loaded from local files
 (``../shared/benchmarks`` in tests) or through ``datasets`` when online
-(``selfevolve.evaluation.benchmarks.load_benchmark``).
+(``selfevolve.questions.benchmarks.load_benchmark``).
 
 Validation: GSM8K train items not in the seed set and MBPP validation ids (511-600).
 Held-out: GSM8K test and MATH-500 (half each).
@@ -17,7 +17,7 @@ from selfevolve.records import Question
 
 def load(data_dir: str | Path, size: int = 500, n_val: int = 100, n_heldout: int = 200, seed: int = 0) -> tuple[list[Question], list[Question], list[Question]]:
     """(seed pool, validation, held-out). Raises ``FileNotFoundError`` naming the missing file."""
-    from selfevolve.evaluation.benchmarks import load_benchmark
+    from selfevolve.questions.benchmarks import load_benchmark
 
     rng = random.Random(seed)
     gsm_train = load_benchmark("gsm8k-train", data_dir=data_dir)

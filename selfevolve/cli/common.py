@@ -1,0 +1,39 @@
+"""What every ``selfevolve`` command shares: the error exit, logging set-up, params loading."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+
+NOISY_LOGGERS = ("httpx", "urllib3", "mlflow", "alembic", "filelock", "git", "matplotlib")
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a clear error on stderr and exit with ``code`` (no traceback)."""
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def setup_logging(verbose: bool = False, stderr: bool = False) -> None:
+    """Rich log lines at INFO (DEBUG with ``verbose``), on stderr when stdout carries data (JSON)."""
+    from rich.console import Console
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=Console(stderr=True) if stderr else None, rich_tracebacks=False, show_path=False)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", datefmt="[%X]",
+                        handlers=[handler], force=True)
+    for noisy in NOISY_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def load_params_or_fail(params_path: Path, overlays: list[Path] | None = None):
+    """Validated params, or exit 2 with the schema's message (key, value, rule)."""
+    from selfevolve.config import ParamsError, load_params
+
+    try:
+        return load_params(params_path, overlays=[str(o) for o in overlays or []])
+    except ParamsError as exc:
+        fail(str(exc))

@@ -1,0 +1,125 @@
+"""Stage commands (``selfevolve <stage> [--cycle C]``, one per registered stage: what ``dvc.yaml``
+runs) and the campaign commands (``summary``, ``stack``, ``preset``, ``dvc-yaml``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+
+from selfevolve.cli.common import fail, load_params_or_fail, setup_logging
+from selfevolve.stages.registry import STAGES, Stage
+
+
+def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay: Optional[list[Path]], root: Path,
+                      track: bool) -> dict:
+    """Run ``stage`` as the runner does; bad params, an unknown cycle or a per-cycle stage without
+    ``--cycle`` exit 2 with the reason before anything is written."""
+    from selfevolve.stages.runner import execute
+
+    p = load_params_or_fail(params, overlay)
+    if stage.per_cycle:
+        if not cycle:
+            fail(f"stage '{stage.name}' runs per cycle: give --cycle (one of {p.cycle_names()})")
+        if cycle not in p.cycles:
+            fail(f"unknown cycle {cycle!r}; params.yaml defines {p.cycle_names()}")
+    return execute(stage, p, cycle, root, track=track)
+
+
+def stage_command(stage: Stage) -> Callable[..., None]:
+    """The typer command of one stage, documented by the stage function's docstring."""
+
+    def command(
+        cycle: Optional[str] = typer.Option(None, "--cycle", "-c", help="cycle name from params.yaml 'cycles' (per-cycle stages)"),
+        params: Path = typer.Option(Path("params.yaml"), "--params", "-p", help="params file (validated before anything runs)"),
+        overlay: Optional[list[Path]] = typer.Option(None, "--params-overlay", help="preset params files merged over --params"),
+        root: Path = typer.Option(Path("."), "--root", help="project root holding data/, models/, mlflow/"),
+        no_track: bool = typer.Option(False, "--no-track", help="do not log to MLflow"),
+        verbose: bool = typer.Option(False, "--verbose", "-v"),
+    ) -> None:
+        setup_logging(verbose)
+        run_stage_or_fail(stage, cycle, params, overlay, root, track=not no_track)
+
+    doc = (stage.run.__doc__ or "").strip()
+    command.__doc__ = f"Stage '{stage.name}'{' of one cycle' if stage.per_cycle else ''}. " + doc
+    return command
+
+
+def stage_commands() -> list[tuple[str, Callable[..., None]]]:
+    """(command name, function) per registered stage, except the evaluate stages: ``selfevolve
+    evaluate`` runs those (``--cycle``) besides ad-hoc evaluation of any model."""
+    return [(s.cli_name, stage_command(s)) for s in STAGES if s.cli_name != "evaluate"]
+
+
+def summary(root: Path = typer.Option(Path("."), "--root", help="project root")) -> None:
+    """Print the per-cycle summary table of a campaign (held-out accuracy, pool, critic pass rates,
+    rewards per role, RL and MASS results) from the metrics files."""
+    from selfevolve.reporting.summary import campaign_summary
+
+    s = campaign_summary(root)
+    typer.echo(s["table"])
+    typer.echo(s["next"])
+
+
+def stack(
+    root: Path = typer.Option(Path("."), "--root", help="project root (prefect.yaml, mlflow/)"),
+    prefect_port: int = typer.Option(4200, help="Prefect server port on 127.0.0.1"),
+    mlflow_port: int = typer.Option(5000, help="MLflow server port on 127.0.0.1"),
+) -> None:
+    """Start a local Prefect server, the 'cpu' and 'gpu' process work pools with every deployment of
+    prefect.yaml, a 'cpu' worker, and an MLflow tracking server, all on 127.0.0.1. Runs until
+    Ctrl-C, then stops them by PID. Submit runs from another shell with
+    PREFECT_API_URL=http://127.0.0.1:4200/api prefect deployment run 'campaign/campaign' -p cycles=2."""
+    import logging
+    import signal
+
+    from selfevolve import services
+
+    setup_logging()
+    log = logging.getLogger("selfevolve")
+    root = root.resolve()
+    with services.Stack() as st:
+        mlflow_url = services.start_mlflow(st, root, port=mlflow_port)
+        api = services.start_prefect(st, root, port=prefect_port)
+        services.deploy(st, root)
+        services.start_worker(st, root, "cpu", extra_env={"MLFLOW_TRACKING_URI": mlflow_url})
+        log.info("Prefect UI and API: %s (worker on pool 'cpu'); MLflow: %s", api.removesuffix("/api"), mlflow_url)
+        log.info("run: PREFECT_API_URL=%s prefect deployment run 'campaign/campaign' -p cycles=2 --watch", api)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        log.info("stopping services")
+
+
+def preset(
+    preset: Path = typer.Argument(..., help="a partial params file, e.g. configs/qwen2.5-7b-vllm.yaml or configs/paper-tiny.yaml"),
+    params: Path = typer.Option(Path("params.yaml"), "--params", "-p", help="params file to update in place"),
+) -> None:
+    """Merge a preset into params.yaml (comments kept), after validating the result, so that
+    `dvc repro` and the Prefect flows run with it and DVC records the values."""
+    from selfevolve.config import ParamsError, apply_preset
+
+    try:
+        apply_preset(params, preset)
+    except ParamsError as exc:
+        fail(str(exc))
+    typer.echo(f"{params} updated from {preset}")
+
+
+def dvc_yaml(
+    out: Path = typer.Option(Path("dvc.yaml"), "--out", "-o", help="where to write it"),
+    check: bool = typer.Option(False, "--check", help="only compare: exit 1 when OUT differs from the registry"),
+) -> None:
+    """Write dvc.yaml from the stage registry, with every stage's code dependencies derived from its
+    imports (run after adding a stage or changing what a stage imports; a test fails while the
+    committed dvc.yaml is stale)."""
+    from selfevolve.stages import dvc_yaml as gen
+
+    text = gen.render()
+    if check:
+        if not out.is_file() or out.read_text(encoding="utf-8") != text:
+            fail(f"{out} is not what the stage registry generates: run `selfevolve dvc-yaml`", code=1)
+        typer.echo(f"{out} is up to date")
+        return
+    out.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {out} ({sum(1 for _ in STAGES)} stages)")

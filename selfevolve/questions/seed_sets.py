@@ -1,0 +1,65 @@
+"""A campaign's seed set split three ways: the pool of the ``base`` cycle (what the Challenger
+draws reference items from), validation questions (checkpoint selection) and held-out questions
+(evaluation), with no question text in two of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from selfevolve.config import Params
+from selfevolve.records import Question
+
+
+def _disjoint(questions: list[Question], taken: set[str]) -> list[Question]:
+    out = []
+    for q in questions:
+        if q.text not in taken:
+            taken.add(q.text)
+            out.append(q)
+    return out
+
+
+def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question], list[Question], list[Question]]:
+    """(seed pool, validation, held-out) for ``params.seeds.set``; texts never repeat across the three.
+
+    * ``arith``: generated (levels 1-5 for all three; the Challenger can go beyond).
+    * ``tiny-code``: generated small Python functions with assert tests.
+    * ``paper``: GSM8K train, MATH train, HumanEval and MBPP train items (SAGE paper, 500 by
+      default) from ``seeds.data_dir``; validation from MBPP validation ids + GSM8K train, held-out
+      from GSM8K test and MATH-500.
+    * a ``.jsonl``/``.json`` file (relative to the project root): ``Question`` records or rows with
+      question/answer fields, shuffled with ``seed`` and split into held-out, validation and pool.
+
+    Raises ``FileNotFoundError`` naming ``seeds.data_dir`` when the paper set's files are missing, and
+    ``RecordFileError`` (file, line, field) for a malformed seed file.
+    """
+    s = params.seeds
+    n_val = max(1, s.heldout_size // 2)
+    if s.set == "arith":
+        from selfevolve.questions import arith
+
+        taken: set[str] = set()
+        pool = _disjoint(arith.generate(s.size, seed=params.seed, prefix="seed"), taken)
+        val = _disjoint(arith.generate(n_val * 2, seed=params.seed + 10_001, prefix="val"), taken)[:n_val]
+        held = _disjoint(arith.generate(s.heldout_size * 2, seed=params.seed + 20_002, prefix="heldout"), taken)[: s.heldout_size]
+        return pool, val, held
+    if s.set.endswith((".jsonl", ".json")):
+        import random
+
+        from selfevolve.questions.benchmarks import load_benchmark
+
+        path = Path(s.set) if Path(s.set).is_absolute() else Path(root) / s.set
+        items = load_benchmark(path)
+        random.Random(params.seed).shuffle(items)
+        held, val = items[: s.heldout_size], items[s.heldout_size: s.heldout_size + n_val]
+        return items[s.heldout_size + n_val: s.heldout_size + n_val + s.size], val, held
+    if s.set == "tiny-code":
+        from selfevolve.questions import tiny_code
+
+        return tiny_code.split(s.size, n_val, s.heldout_size, seed=params.seed)
+    from selfevolve.questions import paper
+
+    data_dir = Path(s.data_dir)
+    if not data_dir.is_absolute():
+        data_dir = Path(root) / data_dir
+    return paper.load(data_dir, size=s.size, n_val=n_val, n_heldout=s.heldout_size, seed=params.seed)

@@ -1,0 +1,50 @@
+"""The ``evaluate`` stage (and ``evaluate_base``): a cycle's model on the benchmarks of
+``evaluation.benchmarks``, and its MASS champion against the single agent."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from selfevolve.evaluation.evaluate import evaluate_benchmarks
+from selfevolve.records import Question, read_jsonl, write_json, write_jsonl
+from selfevolve.stages.context import StageContext
+from selfevolve.verifiers.grading import verify_fn
+
+
+def evaluate(ctx: StageContext) -> dict:
+    """Benchmarks of ``evaluation.benchmarks`` (default: the held-out set) on ``models/<cycle>``
+    (the campaign's base model for ``base``): greedy pass@1 for k = 1, sampled pass@k for k > 1,
+    graded by the verifiers (``selfevolve.evaluation.evaluate.evaluate_benchmarks``).
+    Writes ``eval/<benchmark>.jsonl`` (per question) and returns ``<benchmark>_<metric>`` metrics
+    (always ``heldout_accuracy`` and ``heldout_n`` when ``heldout`` is listed). For a cycle with a
+    MASS champion, also the MASS benchmark (:func:`mass_benchmark`: ``eval/mass.json``, ``mass_*``)."""
+    P, params = ctx.paths, ctx.params
+    if P.eval_dir.exists():  # the stage owns eval/: no stale files of benchmarks no longer listed
+        shutil.rmtree(P.eval_dir)
+    heldout = read_jsonl(ctx.base.heldout, Question)
+    with ctx.backend(ctx.model()) as backend:
+        results, metrics = evaluate_benchmarks(backend, params.evaluation.benchmarks, params, heldout=heldout,
+                                               data_dir=ctx.data_dir, seed=ctx.seed("evaluate"))
+        for key, rows in results.items():
+            write_jsonl(P.eval_file(key), rows)
+        if ctx.cycle != "base" and params.mass.enabled and params.evaluation.mass_questions and P.mass_champions.exists():
+            metrics |= mass_benchmark(ctx, backend, heldout)
+    P.eval_dir.mkdir(parents=True, exist_ok=True)
+    return metrics
+
+
+def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:
+    """The cycle's MASS champion vs the single agent on the first ``evaluation.mass_questions``
+    held-out questions with the cycle's model (``selfevolve.mass.benchmark``); writes
+    ``eval/mass.json`` and returns its ``mass_*`` metrics."""
+    from selfevolve.mass.benchmark import champion_vs_single_agent
+    from selfevolve.mass.design import WorkflowDesign
+
+    params = ctx.params
+    champions = {d: WorkflowDesign.model_validate(obj) for d, obj in json.loads(ctx.paths.mass_champions.read_text()).items()}
+    rows, metrics = champion_vs_single_agent(backend, champions, heldout[: params.evaluation.mass_questions], params.mass,
+                                             verify_fn(params.verifiers), max_model_len=params.model.max_model_len,
+                                             max_new_tokens=params.evaluation.max_new_tokens, seed=ctx.seed("evaluate-mass"))
+    write_json(ctx.paths.mass_eval, rows)
+    return metrics

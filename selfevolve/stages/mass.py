@@ -1,0 +1,38 @@
+"""The ``mass_search`` stage: MASS workflow search on the cycle's pool, then trajectories of the
+champion for SFT (``selfevolve.mass.search.search_and_collect``)."""
+
+from __future__ import annotations
+
+import json
+
+from selfevolve.mass.search import search_and_collect
+from selfevolve.records import Question, read_jsonl, write_json, write_jsonl
+from selfevolve.stages.context import StageContext
+from selfevolve.verifiers.grading import verify_fn
+
+
+def mass_search(ctx: StageContext) -> dict:
+    """MASS workflow search on ``mass.questions`` questions sampled from the cycle's pool, then
+    trajectories of the champion on them.
+
+    Writes ``mass/search.json`` (champion per domain, every design's fitness, history per
+    generation), ``mass/champions.json`` (the next cycle's seed champions) and
+    ``mass/trajectories.jsonl`` (kept champion runs). The previous cycle's champions join the
+    first generation. With ``mass.enabled = false`` (or an empty pool) the files hold no search.
+    """
+    P, params = ctx.paths, ctx.params
+    previous = json.loads(ctx.init.mass_champions.read_text()) if ctx.init.mass_champions.exists() else None
+    pool = read_jsonl(P.pool, Question)
+    if not params.mass.enabled or not pool:
+        write_json(P.mass_search, {"enabled": params.mass.enabled, "questions": 0})
+        write_json(P.mass_champions, dict(previous or {}) if params.mass.enabled else {})
+        write_jsonl(P.mass_trajectories, [])
+        return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
+    pool = ctx.rng("mass_search").sample(pool, min(len(pool), params.mass.questions))
+    with ctx.backend() as backend:
+        outcome = search_and_collect(backend, pool, params, verify_fn(params.verifiers), seed=ctx.seed("mass_search"),
+                                     previous_champions=previous)
+    write_json(P.mass_search, outcome.result.model_dump(mode="json"))
+    write_json(P.mass_champions, outcome.champions_json())
+    write_jsonl(P.mass_trajectories, outcome.trajectories)
+    return outcome.metrics

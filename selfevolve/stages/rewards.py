@@ -1,0 +1,90 @@
+"""The ``rewards`` stage: every SAGE reward as ``Rollout`` records, and the new question pool.
+
+Rewards per role are the formulas of ``selfevolve.rewards`` (docs/design.md, "Rewards"): the
+Challenger's ``r_c`` takes its difficulty ``r_d`` from the same n Solver samples that give the
+Solver's ``r_s``; the Planner's ``r_p`` from the Critic's plan score; the Critic's ``r_cr`` is its
+format reward. The pool of this cycle is the previous pool plus the gated, de-duplicated
+Challenger questions, each carrying its measured Solver pass rate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from statistics import fmean, pstdev
+
+from selfevolve import rewards as R
+from selfevolve.pool import dedup_against, pool_stats
+from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, Rollout, Verdict, read_jsonl, write_jsonl
+from selfevolve.stages.context import StageContext
+
+log = logging.getLogger("selfevolve")
+
+
+def rewards(ctx: StageContext) -> dict:
+    """Every SAGE reward (``selfevolve.rewards``) as ``Rollout`` records, and the new question pool
+    (previous pool + gated, de-duplicated Challenger questions, with Solver pass rates).
+    Writes ``rollouts.jsonl`` and ``pool.jsonl``."""
+    P, prev, cycle = ctx.paths, ctx.init, ctx.cycle
+    sage = ctx.params.sage
+    challenges = read_jsonl(P.challenge, ChallengerRollout)
+    q_scores = {s.question_id: s for s in read_jsonl(P.critic_questions, CriticScore)}
+    plans = {p.question_id: p for p in read_jsonl(P.plans, Plan)}
+    p_scores = {s.question_id: s for s in read_jsonl(P.critic_plans, CriticScore)}
+    attempts = read_jsonl(P.attempts, Attempt)
+    verdicts = {v.attempt_id: v for v in read_jsonl(P.verdicts, Verdict)}
+    correct = defaultdict(list)
+    for a in attempts:
+        correct[a.question_id].append(verdicts[a.id].correct)
+
+    out: list[Rollout] = []
+    for ch in challenges:
+        qid = ch.question.id if ch.question else ch.id
+        s = q_scores.get(qid)
+        s_q = s.score if s else 0.0
+        r = R.challenger_reward(s_q, ch.format_reward, ch.spec_valid, correct.get(qid, []), sage)
+        out.append(Rollout(id=ch.id, role="challenger", group=ch.id, question_id=qid, prompt=ch.prompt, completion=ch.completion, reward=r,
+                           detail={"s_q": s_q, "r_f": ch.format_reward, "spec_valid": ch.spec_valid,
+                                   "r_d": R.difficulty(correct[qid]) if qid in correct else None}))
+    if sage.ablation.critic:
+        for s in list(q_scores.values()) + list(p_scores.values()):
+            out.append(Rollout(id=f"{s.target_id}-critic", role="critic", group=f"{s.target_id}-critic", question_id=s.question_id,
+                               prompt=s.prompt, completion=s.completion, reward=R.critic_reward(s.format_reward),
+                               detail={"target": s.target, "raw": s.raw}))
+    for qid, p in plans.items():
+        s_p = p_scores[qid].score if qid in p_scores else 0.0
+        out.append(Rollout(id=p.id, role="planner", group=p.id, question_id=qid, prompt=p.prompt, completion=p.completion,
+                           reward=R.planner_reward(s_p, p.format_reward, sage), detail={"s_p": s_p, "r_f": p.format_reward}))
+    for a in attempts:
+        s_p = p_scores[a.question_id].score if a.plan_id and a.question_id in p_scores else None
+        s_gt = verdicts[a.id].correct
+        out.append(Rollout(id=a.id, role="solver", group=f"{a.question_id}-solve", question_id=a.question_id, prompt=a.prompt,
+                           completion=a.completion, reward=R.solver_reward(s_p, s_gt, a.format_reward, sage),
+                           detail={"s_p": s_p, "s_gt": s_gt, "r_f": a.format_reward}))
+    write_jsonl(P.rollouts, out)
+
+    # question pool
+    pool = read_jsonl(prev.pool, Question)
+    by_id = {q.id: q for q in pool}
+    for qid, cs in correct.items():
+        if qid in by_id:
+            by_id[qid].meta.update(pass_rate=fmean(cs), samples=len(cs), measured_in=cycle)
+    gated = [ch.question for ch in challenges if ch.question and q_scores.get(ch.question.id) and q_scores[ch.question.id].passed]
+    for q in gated:
+        if q.id in correct:
+            q.meta.update(pass_rate=fmean(correct[q.id]), samples=len(correct[q.id]), measured_in=cycle)
+    kept, dups = dedup_against(pool, gated, n=sage.dedup_ngram, threshold=sage.dedup_threshold)
+    new_pool = pool + kept
+    write_jsonl(P.pool, new_pool)
+
+    metrics: dict = {f"reward_{role}": fmean(r.reward for r in out if r.role == role)
+                     for role in ("challenger", "planner", "solver", "critic") if any(r.role == role for r in out)}
+    stats = pool_stats(new_pool)
+    metrics.update(pool_size=stats["size"], pool_growth=len(kept), pool_duplicates_removed=len(dups),
+                   pool_challenger_questions=stats["challenger_questions"])
+    if stats["mean_pass_rate"] is not None:
+        metrics["pool_mean_pass_rate"] = stats["mean_pass_rate"]
+    spreads = [pstdev(c) for c in correct.values() if len(c) > 1]
+    metrics["solver_groups_with_spread"] = sum(s > 0 for s in spreads) / max(1, len(spreads))
+    log.info("cycle %s: pool %d (+%d, %d duplicates dropped)", cycle, stats["size"], len(kept), len(dups))
+    return metrics

@@ -1,0 +1,74 @@
+"""Run one stage the way ``dvc.yaml`` and the Prefect tasks do: validated params, a ``StageContext``,
+the stage's MLflow run (nested under its cycle's parent run), its metrics file.
+
+``run_stage`` raises instead of exiting (the CLI turns errors into messages and exit codes):
+``ParamsError`` for bad params (nothing is written), ``KeyError`` for an unknown stage or cycle,
+``ValueError`` for a per-cycle stage without a cycle, and whatever the stage raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from selfevolve.config import Params, load_params
+from selfevolve.records import write_json
+from selfevolve.stages.context import StageContext
+from selfevolve.stages.registry import Stage, get
+
+log = logging.getLogger("selfevolve")
+
+#: Outputs larger than this are logged to MLflow as a pointer (path and size), not copied.
+MAX_ARTIFACT_BYTES = 500_000_000
+
+
+def log_output(run, path: Path, name: str) -> None:
+    """Log a stage output to its MLflow run: files and folders up to ``MAX_ARTIFACT_BYTES`` as
+    artifacts (the cycle's model under ``model/``, other files under ``outputs/`` and folders under
+    ``outputs/<folder>/``); larger ones (a 7B checkpoint) as a ``<name>.json`` pointer with the
+    local path and size."""
+    if not path.exists():
+        return
+    size = path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    if size > MAX_ARTIFACT_BYTES:
+        run.log_dict({"path": str(path.resolve()), "bytes": size}, f"outputs/{name}.json")
+    else:
+        run.log_artifact(path, artifact_path="model" if name == "model" else ("outputs" if path.is_file() else f"outputs/{path.name}"))
+
+
+def _summary(metrics: dict) -> str:
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(metrics.items())[:8])
+
+
+def execute(stage: Stage, params: Params, cycle: str | None = None, root: str | Path = ".", track: bool = True) -> dict:
+    """Run ``stage`` for ``cycle`` with already validated ``params``: tracking (unless ``track`` is
+    false), ``stage_seconds``, and the metrics file ``metrics/<cycle>/<stage>.json``. Returns the
+    metrics."""
+    from selfevolve.tracking import stage_run
+
+    cycle = stage.cycle_of(cycle)
+    ctx = StageContext(params, cycle, Path(root))
+    t0 = time.time()
+    log.info("stage %s%s started", stage.name, f" (cycle {cycle})" if stage.per_cycle else "")
+    if track:
+        with stage_run(params.campaign, cycle, stage.name, params.model_dump(mode="json"), root) as run:
+            ctx.log_step = lambda step, m: run.log_metrics(m, step=step)
+            metrics = {**stage.run(ctx), "stage_seconds": round(time.time() - t0, 2)}
+            run.log_metrics(metrics, step=ctx.index, parent=True)
+            for name in stage.artifacts:
+                log_output(run, getattr(ctx.paths, name), name)
+    else:
+        metrics = {**stage.run(ctx), "stage_seconds": round(time.time() - t0, 2)}
+    write_json(ctx.paths.metrics(stage.metrics_file), metrics)
+    log.info("stage %s done in %.1f s: %s", stage.name, time.time() - t0, _summary(metrics))
+    return metrics
+
+
+def run_stage(name: str, cycle: str | None = None, params_path: str | Path = "params.yaml",
+              overlays: list[str | Path] | None = None, root: str | Path = ".", track: bool = True) -> dict:
+    """Load and validate ``params_path`` (+ ``overlays``), then :func:`execute` the stage ``name``
+    (a registry name such as ``challenge`` or ``evaluate_base``). Returns the stage's metrics."""
+    stage = get(name)
+    params = load_params(params_path, overlays=[str(o) for o in overlays or []])
+    return execute(stage, params, cycle, root, track)

@@ -1,0 +1,93 @@
+"""The plan-solve phase of a SAGE cycle: the solve set and the Planner's plans (``plan``), the
+Solver's n samples (``solve``) and their verification by the external verifiers (``verify``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import fmean
+
+from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, read_jsonl, write_jsonl
+from selfevolve.roles import parsers
+from selfevolve.roles.templates import render
+from selfevolve.stages.context import StageContext
+
+
+def plan(ctx: StageContext) -> dict:
+    """Build the solve set (gated new questions + ``sage.pool_sample`` items of the previous pool)
+    and have the Planner write a plan for each. With ``sage.ablation.planner = false`` no plans are
+    written. Writes ``solve_set.jsonl`` and ``plans.jsonl``."""
+    P = ctx.paths
+    accepted_ids = {s.question_id for s in read_jsonl(P.critic_questions, CriticScore) if s.passed}
+    new = [r.question for r in read_jsonl(P.challenge, ChallengerRollout) if r.question is not None and r.question.id in accepted_ids]
+    pool = read_jsonl(ctx.init.pool, Question)
+    sample = ctx.rng("plan").sample(pool, min(ctx.params.sage.pool_sample, len(pool)))
+    solve_set = new + sample
+    write_jsonl(P.solve_set, solve_set)
+    plans: list[Plan] = []
+    if ctx.params.sage.ablation.planner and solve_set:
+        prompts = [render("planner", question=q.text) for q in solve_set]
+        with ctx.backend() as backend:
+            comps = backend.chat([[{"role": "user", "content": p}] for p in prompts], ctx.sampling("plan"))
+        for q, p, c in zip(solve_set, prompts, comps):
+            out = parsers.parse_plan(c[0].text)
+            plans.append(Plan(id=f"{q.id}-plan", question_id=q.id, completion=c[0].text, steps=out.steps, text=out.text,
+                              format_reward=out.format_reward, prompt=p))
+    write_jsonl(P.plans, plans)
+    return {
+        "solve_set_size": len(solve_set),
+        "solve_set_new_questions": len(new),
+        "plans_written": len(plans),
+        "planner_format_reward": fmean(p.format_reward for p in plans) if plans else 0.0,
+    }
+
+
+def solve(ctx: StageContext) -> dict:
+    """Solver: ``sage.solver_samples`` completions per solve-set question, with the plan in the
+    prompt iff its Critic score passed the plan gate. Writes ``attempts.jsonl``."""
+    P = ctx.paths
+    questions = read_jsonl(P.solve_set, Question)
+    plans = {p.question_id: p for p in read_jsonl(P.plans, Plan)}
+    plan_scores = {s.question_id: s for s in read_jsonl(P.critic_plans, CriticScore)}
+    prompts, shown = [], []
+    for q in questions:
+        p, s = plans.get(q.id), plan_scores.get(q.id)
+        show = p is not None and s is not None and s.passed and bool(p.text)
+        shown.append(p.id if show else None)
+        prompts.append(render("solver", question=q.text, domain=q.domain, plan=p.text if show else None))
+    n = ctx.params.sage.solver_samples
+    attempts: list[Attempt] = []
+    if questions:
+        with ctx.backend() as backend:
+            comps = backend.chat([[{"role": "user", "content": p}] for p in prompts], ctx.sampling("solve", n=n))
+        for q, prompt, plan_id, samples in zip(questions, prompts, shown, comps):
+            for j, c in enumerate(samples):
+                out = parsers.parse_solver(c.text, q.domain)
+                attempts.append(Attempt(id=f"{q.id}-s{j}", question_id=q.id, sample=j, completion=c.text, answer=out.answer,
+                                        plan_id=plan_id, format_reward=out.format_reward, prompt=prompt, output_tokens=c.output_tokens))
+    write_jsonl(P.attempts, attempts)
+    return {
+        "attempts": len(attempts),
+        "solver_format_reward": fmean(a.format_reward for a in attempts) if attempts else 0.0,
+        "plans_shown_rate": sum(p is not None for p in shown) / max(1, len(shown)),
+        "solver_mean_output_tokens": fmean(a.output_tokens for a in attempts) if attempts else 0.0,
+    }
+
+
+def verify(ctx: StageContext) -> dict:
+    """External verifiers on every attempt (math grader / code sandbox). Writes ``verdicts.jsonl``."""
+    from selfevolve.verifiers.grading import verify_answers
+
+    P = ctx.paths
+    questions = {q.id: q for q in read_jsonl(P.solve_set, Question)}
+    attempts = read_jsonl(P.attempts, Attempt)
+    verdicts = verify_answers([questions[a.question_id] for a in attempts], [a.answer for a in attempts], ctx.params.verifiers,
+                              ids=[a.id for a in attempts])
+    write_jsonl(P.verdicts, verdicts)
+    per_q = defaultdict(list)
+    for v in verdicts:
+        per_q[v.question_id].append(v.correct)
+    return {
+        "solver_accuracy": fmean(v.correct for v in verdicts) if verdicts else 0.0,
+        "questions_with_a_correct_sample": sum(max(c) > 0 for c in per_q.values()) / max(1, len(per_q)),
+        "groups_with_reward_spread": sum(0 < fmean(c) < 1 for c in per_q.values()) / max(1, len(per_q)),
+    }
