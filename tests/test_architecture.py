@@ -1,0 +1,199 @@
+"""The shape of the house, checked from the code's own imports: lower floors never import higher
+ones, no import cycles, files stay small, and everything that lists the stages derives from the
+registry (``dvc.yaml`` included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Floors from the ground up (docs/design.md, "Layers"): a module may import its own floor or lower.
+FLOORS: list[tuple[str, ...]] = [
+    # 0: foundation
+    ("selfevolve", "selfevolve.config", "selfevolve.records", "selfevolve.paths", "selfevolve.runtime_env", "selfevolve.seeding",
+     "selfevolve.stats", "selfevolve.prompting"),
+    # 1: the domain: roles, rewards, questions, model backends, verifiers, tracking, local services
+    ("selfevolve.roles", "selfevolve.rewards", "selfevolve.pool", "selfevolve.questions", "selfevolve.backends",
+     "selfevolve.verifiers", "selfevolve.tracking", "selfevolve.services"),
+    # 2: engines built on the domain
+    ("selfevolve.evaluation", "selfevolve.training", "selfevolve.mass", "selfevolve.embedded"),
+    # 3: stages (read and write the campaign's files) and reports over those files
+    ("selfevolve.stages", "selfevolve.reporting"),
+    # 4: the command line
+    ("selfevolve.cli", "selfevolve.__main__"),
+    # 5: orchestration and measurements
+    ("tasks", "flows", "benchmarks"),
+]
+#: Each of these imports only the foundation and itself.
+ISOLATED = {"selfevolve.verifiers": "verifiers are pure: they grade text and run programs, and know no model or role"}
+SOURCE_DIRS = ("selfevolve", "tasks", "flows", "benchmarks")
+#: One program run inside the sandbox; it cannot import the package, so it is one file.
+LONG_FILES_ALLOWED = {"selfevolve/verifiers/sandbox_child.py"}
+MAX_LINES = 500
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for d in SOURCE_DIRS for p in sorted((ROOT / d).rglob("*.py"))}
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[str]:
+    """Project modules imported anywhere in the file (lazy imports inside functions included)."""
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(n, ast.Import):
+            names = [a.name for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+            names = [n.module] + [f"{n.module}.{a.name}" for a in n.names]
+        else:
+            continue
+        out |= {m for m in names if m in MODULES}
+    return out
+
+
+GRAPH = {m: _imports(p) - {m} for m, p in MODULES.items()}
+
+
+def _floor(module: str) -> int:
+    best, floor = -1, None
+    for i, prefixes in enumerate(FLOORS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, floor = len(p), i
+    if floor is None:
+        raise AssertionError(f"module {module} is on no floor: add it to FLOORS in tests/test_architecture.py")
+    return floor
+
+
+def test_no_import_runs_from_a_lower_floor_to_a_higher_one():
+    upward = [f"{m} (floor {_floor(m)}) imports {t} (floor {_floor(t)})" for m, ts in GRAPH.items() for t in ts
+              if _floor(t) > _floor(m)]
+    assert not upward, "\n".join(upward)
+
+
+def test_isolated_packages_import_only_the_foundation():
+    bad = []
+    for prefix, why in ISOLATED.items():
+        for m, ts in GRAPH.items():
+            if m == prefix or m.startswith(prefix + "."):
+                bad += [f"{m} imports {t}: {why}" for t in ts if _floor(t) > 0 and not t.startswith(prefix)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles():
+    index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_files_stay_small():
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in MODULES.values()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES and p.relative_to(ROOT).as_posix() not in LONG_FILES_ALLOWED]
+    assert not long, "\n".join(long)
+
+
+def test_the_layer_check_would_catch_an_upward_import():
+    """The rule is not vacuous: a verifier importing a stage is flagged."""
+    assert _floor("selfevolve.stages.solve") > _floor("selfevolve.verifiers.grading")
+    assert _floor("selfevolve.cli.stages") > _floor("selfevolve.stages.registry") > _floor("selfevolve.evaluation.solve")
+
+
+# ------------------------------------------------------------------------------------------
+# the stage list is written once
+# ------------------------------------------------------------------------------------------
+
+
+def test_dvc_yaml_is_what_the_registry_generates():
+    from selfevolve.stages import dvc_yaml
+
+    assert (ROOT / "dvc.yaml").read_text(encoding="utf-8") == dvc_yaml.render(), \
+        "dvc.yaml is stale: run `selfevolve dvc-yaml` (a stage, its files or its imports changed)"
+
+
+def test_registry_paths_params_commands_and_tasks_agree():
+    import yaml
+    from typer.main import get_command
+
+    from selfevolve.cli import app
+    from selfevolve.config import Params
+    from selfevolve.paths import CyclePaths
+    from selfevolve.stages.registry import STAGES
+    from tasks.stages import TASKS
+
+    params = Params().model_dump(mode="json")
+    for s in STAGES:
+        for spec in s.deps + s.outs:
+            which, attr = spec.split(".", 1)
+            assert which in ("cycle", "init", "base") and isinstance(getattr(CyclePaths(Path("."), "x"), attr), Path), spec
+        for key in s.params:
+            node = params
+            for part in key.split("."):
+                assert part in node, f"stage {s.name}: params key {key!r} is not in the schema"
+                node = node[part]
+        for name in s.artifacts:
+            assert hasattr(CyclePaths(Path("."), "x"), name), (s.name, name)
+    commands = set(get_command(app).commands)
+    assert {s.cli_name for s in STAGES} <= commands
+    assert list(TASKS) == [s.name for s in STAGES]
+    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    assert list(dvc["stages"]) == [s.name for s in STAGES]
+
+
+@pytest.mark.parametrize("name", ["verify", "rewards", "train_rl", "solve"])
+def test_code_deps_follow_what_a_stage_runs(name):
+    """Derived code dependencies: the verify stage depends on the verifiers but not on the Solver's
+    prompt; the rewards stage on the reward formulas; training on the trainer; solving on the
+    parsers and the role prompts, not on the trainer."""
+    from selfevolve.stages import dvc_yaml
+    from selfevolve.stages.registry import get
+
+    deps = set(dvc_yaml.code_deps(get(name)))
+    expect = {
+        "verify": ({"selfevolve/verifiers/grading.py", "selfevolve/verifiers/math.py", "selfevolve/verifiers/sandbox.py"},
+                   {"selfevolve/prompts/roles", "selfevolve/training/rl.py"}),
+        "rewards": ({"selfevolve/rewards.py", "selfevolve/pool.py"}, {"selfevolve/verifiers/math.py", "selfevolve/backends/hf.py"}),
+        "train_rl": ({"selfevolve/training/rl.py", "selfevolve/evaluation/solve.py", "selfevolve/backends/hf.py"}, {"selfevolve/mass/search.py"}),
+        "solve": ({"selfevolve/roles/parsers.py", "selfevolve/prompts/roles", "selfevolve/backends/hf.py"},
+                  {"selfevolve/training/rl.py", "selfevolve/verifiers/math.py"}),
+    }[name]
+    assert expect[0] <= deps, expect[0] - deps
+    assert not expect[1] & deps, expect[1] & deps
