@@ -146,6 +146,9 @@ ALL_FEATURES = ("uid", "userns", "mount", "net", "pid", "ipc")
 
 _log = logging.getLogger(__name__)
 
+#: ``SandboxResult.detail`` of a job without tests or io cases (status ``error``; nothing is run)
+NO_TESTS_DETAIL = "the job has no tests and no io cases: nothing to check, so it cannot pass"
+
 
 def _features_from_env() -> list[str]:
     raw = os.environ.get("SELFEVOLVE_SANDBOX_FEATURES")
@@ -254,6 +257,8 @@ class SandboxPool:
     # -- public
     def run(self, job: CodeJob) -> SandboxResult:
         """Run one job; see ``run_tests``."""
+        if not job.tests and not job.io_cases:
+            return SandboxResult(status="error", detail=NO_TESTS_DETAIL)
         for attempt in range(2):
             z = self._checkout()
             try:
@@ -366,8 +371,9 @@ def run_tests(job: CodeJob, pool: SandboxPool | None = None) -> SandboxResult:
 
     ``job``: a ``CodeJob`` (program, assert tests and/or io cases, ``timeout_s`` seconds,
     ``memory_mb`` MiB). Returns a ``SandboxResult`` (never raises for anything the program does);
-    raises ``SandboxError`` if the sandbox cannot start at all. Typical overhead: ~3-5 ms per job
-    on a warm pool, plus the program's own run time.
+    raises ``SandboxError`` if the sandbox cannot start at all. A job with neither tests nor io
+    cases is not run: it gets status ``error`` (``NO_TESTS_DETAIL``), never ``passed``. Typical
+    overhead: ~3-5 ms per job on a warm pool, plus the program's own run time.
     """
     return (pool or default_pool()).run(job)
 

@@ -28,7 +28,8 @@ class CodeJob(BaseModel):
     for each one the program runs afresh as ``__main__`` with that stdin and its stdout is compared
     (trailing whitespace per line and trailing blank lines ignored). ``timeout_s`` (seconds, wall
     and CPU) and ``memory_mb`` (address space, MiB) bound the whole job. ``strict_equality``:
-    reject comparisons through user-defined dunders in tests (see the module docstring).
+    reject comparisons through user-defined dunders in tests (see ``selfevolve.verifiers.sandbox``).
+    A job with neither tests nor io cases checks nothing: running it gives status ``error``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -64,7 +65,8 @@ class SandboxResult(BaseModel):
     ``status``: ``passed`` (program loaded, every test and io case passed), ``failed`` (some did
     not), ``timeout`` (wall or CPU limit), ``memory`` (a MemoryError under the address-space
     limit), ``error`` (the program or setup did not load: syntax error, exception at top level;
-    or the process died without reporting). ``tests`` has one entry per assert test then per io
+    or the process died without reporting; or the job has no tests and no io cases, so nothing
+    could pass: the program is then not run). ``tests`` has one entry per assert test then per io
     case; when the harness did not finish, none of them is passed. ``duration_s`` is the wall
     time of the job in seconds; ``cpu_s`` its CPU time. ``isolation`` lists the features in force.
     """

@@ -1,12 +1,13 @@
 """Validation of the verifier specs the Challenger writes.
 
 A Challenger question only joins the question pool (and only earns the difficulty term of its
-reward, DESIGN.md "Reward formulas") when its verifier spec is valid. ``validate_spec`` decides,
-and gives a short reason the Challenger's reward and the logs can use.
+reward) when its verifier spec is valid. ``validate_spec`` decides, and gives a short reason the
+Challenger's reward and the logs can use.
 
 Math (``MathSpec``)
-    * the reference answer is non-empty and parses (``selfevolve.verifiers.math.validate_math_answer``,
-      or ``math_verify.parse`` when that module is not there);
+    * the reference answer is non-empty and parses as a whole
+      (``selfevolve.verifiers.math.validate_math_answers``: an answer that math-verify reads only
+      partly, such as a leading number, is rejected);
     * when the question is a pure integer-arithmetic expression ("Compute 23 + 45 * 2.",
       "What is 7 - 12?"), it is evaluated exactly by a small AST evaluator (no ``eval``; integers,
       ``+ - * / // % **`` and parentheses, with size limits) and a reference answer with another value
@@ -199,29 +200,10 @@ def _fmt(v: Fraction) -> str:
 
 
 def _answer_checks(answers: Sequence[str], timeout_s: float, workers: int) -> list[tuple[bool, str]]:
-    """Does each answer parse? Uses the math verifier (its own isolated pool) when present."""
-    try:
-        from selfevolve.verifiers import math as mv  # lazy: the math verifier is optional here
-    except ImportError:
-        mv = None
-    if mv is not None and hasattr(mv, "validate_math_answers"):
-        return list(mv.validate_math_answers(list(answers), timeout_s=timeout_s, workers=workers))
-    if mv is not None and hasattr(mv, "validate_math_answer"):
-        return [tuple(mv.validate_math_answer(a, timeout_s=timeout_s)) for a in answers]  # type: ignore[misc]
-    import threading
+    """Does each answer parse as a whole? (The math verifier's own worker pool, so time limits hold.)"""
+    from selfevolve.verifiers.math import validate_math_answers  # lazy: starts math-verify workers on use
 
-    from math_verify import parse  # fallback: in-process, bounded by math-verify's own timeout
-
-    main = threading.current_thread() is threading.main_thread()
-    out = []
-    for a in answers:
-        try:
-            parsed = parse(a, parsing_timeout=int(max(1, timeout_s))) if main else parse(a, parsing_timeout=None)
-        except Exception as exc:  # math-verify raises many types on odd input
-            out.append((False, f"reference answer does not parse: {type(exc).__name__}"))
-            continue
-        out.append((True, "ok") if parsed else (False, "reference answer does not parse"))
-    return out
+    return list(validate_math_answers(list(answers), timeout_s=timeout_s, workers=workers))
 
 
 def _check_math_static(q: Question) -> SpecCheck | None:
