@@ -3,15 +3,18 @@ with the ``math-verify`` library, under wall-clock limits that always hold.
 
 Pipeline for one (gold, prediction) pair
 ----------------------------------------
-1. ``extract_answer(prediction_text)`` picks the final answer out of free text (strategies below,
-   in a configurable order). Pure regex/string code; never raises.
+1. ``extract_answer(prediction_text)`` picks the final answer out of free text (strategies: see
+   its docstring, in a configurable order). Pure regex/string code; never raises. The grader tells it how many
+   answers the gold lists, so that ``\\boxed{2} and \\boxed{5}`` is read as ``2, 5``.
 2. ``normalize_answer`` pre-normalises both the gold answer and the extracted answer where
-   ``math-verify`` needs help (math delimiters, thousands separators, percent signs, degree signs,
-   currency, trailing plain-text units). The maths itself is left to the library.
-3. ``math_verify.parse`` parses each side (wrapped in ``\\boxed{}``); if that yields no sympy
-   object, the raw extracted text is handed to ``parse`` unchanged so the library's own extraction
-   gets a chance; ``math_verify.verify(gold, prediction)`` decides equivalence (numbers within
-   float rounding, symbolic equality, sets, intervals, tuples, matrices, equations ``x = 5``).
+   ``math-verify`` needs help (Unicode signs, math delimiters, thousands separators, percent and
+   degree signs, currency, units). A condition or quantifier is split off (``g(t)=0`` and
+   ``t > 1`` in ``\\forall t>1, g(t)=0``). The maths itself is left to the library.
+3. ``math_verify.parse`` parses each side (wrapped in ``\\boxed{}``) as one whole expression: an
+   answer that does not parse as a whole is kept as text, compared as text, and never reduced to a
+   number found inside it. ``math_verify.verify(gold, prediction)`` decides equivalence (exact and
+   numeric equality, symbolic equality, sets, intervals, tuples, matrices, equations ``x = 5``),
+   with its numeric test made exact for exact values (``math_compare.py``).
 
 Policies (what counts as the same answer)
 -----------------------------------------
@@ -22,14 +25,35 @@ Policies (what counts as the same answer)
   list of two numbers.
 * **Degrees**: a unit: ``55^\\circ`` == ``55°`` == ``55``. Radians are not converted (``\\pi/4`` !=
   ``45``).
-* **Units**: ``\\text{...}``/``\\mbox{...}`` units are removed (math-verify); a plain-text unit after
-  a number (``18 dollars``, ``5 cm``) is removed when it is a known unit or a word of >= 3 letters
-  (so ``2 n`` stays the expression ``2n``). Currency signs (``$``, ``\\$``) are removed.
-* **Fractions/decimals**: ``\\dfrac``/``\\tfrac``/``\\frac`` and ``3/4`` are the same rational;
-  decimals are compared after rounding to 6 places (``0.333333`` == ``1/3``).
+* **Units**: a trailing ``\\text{...}``/``\\mbox{...}``/``\\mathrm{...}`` after a value is a unit and
+  is removed (``10\\text{ cm}``, ``864 \\mbox{ inches}^2``); a plain-text unit after a number
+  (``18 dollars``, ``5 cm``) is removed when it is a known unit or a word of >= 3 letters (so
+  ``2 n`` stays the expression ``2n``; a one-letter unit needs a space: ``2t`` and ``5m`` are
+  products). Nothing else is dropped: math-verify's own unit stripping, which turned ``n+2m``
+  into ``n+2``, is off. ``\\mathrm{e}`` and ``\\mathrm{i}`` are the constants. Currency signs
+  (``$``, ``\\$``) are removed.
+* **Unicode signs**: minus signs and dashes (``−``, ``–`` ...) are ``-``; ``× ÷ · ≤ ≥ ≠ ± √ π ∞ ∈ ²
+  ½`` ... are read as their LaTeX commands (``√12`` is ``\\sqrt{12}``).
+* **Exact values and decimals**: ``\\dfrac``/``\\tfrac``/``\\frac`` and ``3/4`` are the same
+  rational. Exact values (rationals, factorials, powers, radicals, constants) must be exactly
+  equal: ``1/20!`` != ``1/21!`` (sympy; a 60-digit relative comparison where sympy cannot
+  decide). A decimal must agree to 6 decimal places *and* to a relative 1e-5 (six significant
+  digits): ``0.333333`` == ``1/3``, ``0.33`` != ``1/3``, ``0.0000001`` != ``0.0000002``.
 * **Sets/tuples/intervals**: ``1,2,3`` (a bare list) is an unordered set; ``(1,2,3)`` is an ordered
-  tuple; ``[2,5)`` is an interval and differs from ``(2,5)``; a dropped element is wrong. A bare
-  gold list with repeats (``-2,-2`` for "find a and b") needs as many elements in the prediction.
+  tuple; ``[2,5)`` is an interval and differs from ``(2,5)``; a dropped or added element is wrong.
+  A bare gold list with repeats (``-2,-2`` for "find a and b") needs as many elements in the
+  prediction.
+* **Several final answers**: when the gold lists n answers, the last boxes that together hold n
+  answers are the prediction's answer (``The roots are \\boxed{2} and \\boxed{5}``); math
+  segments after "the final answer is" that only separators divide are one list
+  (``The final answer is $8$, $4$``, OlympiadBench's format). Otherwise the last box counts.
+* **Truncated answers**: a final answer that is cut off or unbalanced (an unclosed ``\\boxed{``,
+  ``\\frac{1}{``, ``(1, 2``) is no answer (status ``no_answer``), even when an earlier number or
+  box exists.
+* **Conditions and quantifiers** (``\\forall``, ``\\exists``, "for all", "if", "where", "such
+  that" ... outside brackets): the prediction must have the same conditions as the gold, each
+  of the same kind and equivalent (same text, or equivalent relations: ``t > 1`` == ``1 < t``).
+  A condition added or dropped is wrong.
 * **Base-n numerals**: ``52_8`` is compared by digits and base (``52_{8}``, ``(52)_8`` and ``52``
   match; ``53_8`` and ``42`` do not), since math-verify would read the subscript as an index.
 
@@ -52,9 +76,9 @@ The pool is created lazily, reused across calls and shut down at interpreter exi
 
 Files
 -----
-``math.py`` (this module): the public API. ``math_extract.py``: extraction and normalisation
-(string code). ``math_compare.py``: parsing and equivalence, run inside a worker.
-``math_worker.py``: the zygote and worker processes. ``math_pool.py``: the parent-side pool.
+``math.py`` (this module): the public API. ``math_extract.py``: extraction, and
+``math_normalize.py``: normalisation (string code). ``math_compare.py``: parsing and equivalence,
+run inside a worker. ``math_worker.py``: the zygote and worker processes. ``math_pool.py``: the parent-side pool.
 """
 
 from __future__ import annotations
@@ -62,13 +86,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal, Sequence
 
-from selfevolve.verifiers.math_extract import (
-    _STRATEGY_FUNCS,
-    DEFAULT_ORDER,
-    STRATEGIES,
-    extract_answer,
-    normalize_answer,
-)
+from selfevolve.verifiers.math_extract import _STRATEGY_FUNCS, DEFAULT_ORDER, STRATEGIES, extract_answer
+from selfevolve.verifiers.math_normalize import normalize_answer
 from selfevolve.verifiers.math_pool import _cpu_count  # noqa: F401 - benchmarks/bench_math_grading.py imports it here
 from selfevolve.verifiers.math_pool import WorkerStartError, _get_pool, shutdown_pool
 
@@ -96,7 +115,8 @@ class MathGrade:
     ``status``: ``correct`` | ``wrong`` | ``no_answer`` (nothing extracted) | ``timeout`` (over the
     wall-clock limit; the worker was killed) | ``error`` (the gold answer does not parse, or the
     worker crashed). ``correct`` is ``status == "correct"``. ``extracted`` is the answer string
-    found in the prediction (before normalisation), ``detail`` a short human-readable reason.
+    found in the prediction (before normalisation; Unicode minus signs read as ``-``, several
+    answers joined by ``", "``), ``detail`` a short human-readable reason.
     """
 
     correct: bool
@@ -130,7 +150,7 @@ def grade_math_batch(
 
     ``gold_answer`` is a reference final answer (``"18"``, ``"\\frac{1}{2}"``, ``"(3, \\pi/2)"``);
     ``prediction_text`` is untrusted model text (its answer is found with ``extract_answer`` using
-    ``order``). Each pair gets ``timeout_s`` seconds of wall clock in a worker process; a pair that
+    ``order``; when the gold lists n answers, the last boxes that hold n answers). Each pair gets ``timeout_s`` seconds of wall clock in a worker process; a pair that
     overruns gets status ``"timeout"`` (its worker is killed and replaced, other pairs are
     unaffected). ``workers``: number of worker processes, 0 = one per available core. Pairs are
     sent to workers in chunks. Raises ``ValueError`` for ``timeout_s <= 0`` or an unknown strategy
@@ -179,8 +199,9 @@ def validate_math_answers(answers: Iterable[str], timeout_s: float = 5.0, worker
 def validate_math_answer(answer: str, timeout_s: float = 5.0) -> tuple[bool, str]:
     """Is ``answer`` usable as a reference answer (a Challenger's ``MathSpec.answer``)?
 
-    Returns ``(True, "ok")`` when it is a non-empty string of at most 1,000 characters that
-    math-verify parses into a mathematical object within ``timeout_s``; otherwise ``(False,
-    reason)``. Never raises for bad input.
+    Returns ``(True, "ok")`` when it is a non-empty, balanced string of at most 1,000 characters
+    that math-verify parses *as a whole* into a mathematical object within ``timeout_s`` (an
+    answer of which only a part parses, such as ``\\frac{1}{2}E_{1}``, is rejected) and that is not
+    prose; otherwise ``(False, reason)``. Never raises for bad input.
     """
     return validate_math_answers([answer], timeout_s=timeout_s)[0]

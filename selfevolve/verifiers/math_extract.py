@@ -1,9 +1,9 @@
-"""Final-answer extraction from untrusted model text, and pre-normalisation of answer strings
-for ``math-verify``. Pure string code: nothing here imports math-verify, and for any input the
-public functions return a value and never raise (model outputs are untrusted).
+"""Final-answer extraction from untrusted model text. Pure string code: nothing here imports
+math-verify, and for any input ``extract_answer`` returns a string or None and never raises.
 
-``extract_answer`` and ``normalize_answer`` are re-exported by ``selfevolve.verifiers.math``, whose
-module docstring states the policies they implement.
+``extract_answer`` is re-exported by ``selfevolve.verifiers.math``, whose module docstring states
+the policies; ``extract_final_answer`` is the same with the number of answers the gold expects
+(used by the grader, ``selfevolve.verifiers.math_compare``).
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-# --------------------------------------------------------------------------------------------
-# Extraction
-# --------------------------------------------------------------------------------------------
-
+from selfevolve.verifiers.math_normalize import (
+    COND_WORDS,
+    MINUS_SIGNS,
+    split_conditions,
+    split_top_level,
+    strip_wrappers,
+)
 
 #: Strategy names understood by ``extract_answer``; ``DEFAULT_ORDER`` is tried first to last and
 #: the first strategy that finds something wins.
@@ -29,6 +32,7 @@ _ANSWER_IS_RE = re.compile(
     r"(?:(?:is|would\s+be|will\s+be|should\s+be)\b\s*:?|[:=])[ \t]*(?:\*\*)?"
 )
 _MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
+_RUN_SEP_RE = re.compile(r"[ \t]*(?:[,;&][ \t]*)?(?:(?:and|or)[ \t]+)?", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?(?![\w])")
 _NUMBER_LOOSE_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _TEXTCMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|operatorname|mathbf)\s*\{[^{}]*\}")
@@ -36,10 +40,16 @@ _LATEXCMD_RE = re.compile(r"\\[A-Za-z]+")
 _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _TWO_WORDS_RE = re.compile(r"[A-Za-z]{2,}[ \t]+[A-Za-z]{2,}")
 _SENTENCE_CUT_RE = re.compile(r"(?:\.\s|\.$|;|\s(?:because|since|so|which|as|and\s+so|therefore|thus)\s)", re.IGNORECASE)
+_COND_CLAUSE_RE = re.compile(rf"(?i)^\s*(?:,\s*)?(?:\\forall|\\exists|(?:{COND_WORDS})(?![A-Za-z]))")
 _MAX_BARE_LEN = 1000
-
-
 _BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
+
+
+class _Truncated:
+    """A strategy found where the final answer is, and it is cut off: no answer at all."""
+
+
+TRUNCATED = _Truncated()
 
 
 def _brace_matches(text: str) -> dict[int, int]:
@@ -57,10 +67,12 @@ def _brace_matches(text: str) -> dict[int, int]:
     return match
 
 
-def _boxed_contents(text: str) -> list[str]:
-    """Every ``\\boxed{...}`` / ``\\fbox{...}`` (balanced) or ``\\boxed 5`` content, in order.
-    Linear in the text length (untrusted text may hold thousands of unclosed boxes)."""
-    out: list[str] = []
+def _box_spans(text: str) -> list[tuple[int, int, str | None]]:
+    """``(start, end, content)`` of every ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces) or
+    ``\\boxed 5``, in order, innermost when nested; content None for a box that is never closed (or
+    a bare ``\\boxed`` at the end). Linear in the text length (untrusted text may hold thousands
+    of unclosed boxes)."""
+    out: list[tuple[int, int, str | None]] = []
     matches: dict[int, int] | None = None
     for m in _BOXED_RE.finditer(text):
         j = m.end()
@@ -70,24 +82,37 @@ def _boxed_contents(text: str) -> list[str]:
             if matches is None:
                 matches = _brace_matches(text)
             close = matches.get(j)
-            if close is not None:
-                out.append(text[j + 1 : close])
+            if close is None:
+                out.append((m.start(), len(text), None))
+            else:
+                while out and out[-1][0] < m.start() and out[-1][1] > close:  # keep the innermost box
+                    out.pop()
+                out.append((m.start(), close + 1, text[j + 1: close]))
         elif j > m.end():  # "\\boxed 5": one token
-            tok = re.match(r"[^\s$]+", text[j : j + 200])
+            tok = re.match(r"[^\s$]+", text[j: j + 200])
             if tok:
-                out.append(tok.group(0))
+                out.append((m.start(), j + tok.end(), tok.group(0)))
+        elif not text[j:].strip():
+            out.append((m.start(), len(text), None))
     return out
 
 
-def _strip_wrappers(s: str) -> str:
-    """Strip whitespace, markdown bold and trailing sentence punctuation."""
-    prev = None
-    while s != prev:
-        prev = s
-        s = s.strip().strip("*").strip()
-        while s.endswith((".", ",", ";", ":")) and not s.endswith("\\."):
-            s = s[:-1].rstrip()
-    return s
+def _boxes_in(text: str, arity: int) -> str | _Truncated | None:
+    """The final answer among the boxes in ``text``: the last box; when the gold is a list of
+    ``arity`` answers, the last boxes that together hold that many (``\\boxed{2} and \\boxed{5}``
+    -> ``2, 5``; ``\\boxed{2, 5}`` alone). A box that is never closed: ``TRUNCATED``."""
+    spans = _box_spans(text)
+    if any(c is None for _, _, c in spans):
+        return TRUNCATED
+    boxes = [c.strip() for _, _, c in spans if c and c.strip()]  # type: ignore[union-attr]
+    picked: list[str] = []
+    items = 0
+    for c in reversed(boxes):
+        picked.insert(0, c)
+        items += len(split_top_level(c))
+        if items >= arity:
+            break
+    return ", ".join(picked) or None
 
 
 def _looks_bare(s: str) -> bool:
@@ -100,35 +125,64 @@ def _looks_bare(s: str) -> bool:
     return len(_WORD_RE.findall(core)) <= 1
 
 
-def _first_math_segment(s: str) -> str | None:
-    s = s.lstrip()
-    for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
-        if s.startswith(open_):
-            end = s.find(close, len(open_))
-            if end > len(open_):
-                return s[len(open_) : end]
-            return None
-    return None
+def _math_run(s: str) -> tuple[list[str], int]:
+    """The math segments (``$...$``, ``$$...$$``, ``\\(...\\)``, ``\\[...\\]``) at the start of
+    ``s`` that only separators divide (``$8$, $4$``, ``$2$ and $5$``), and where they end."""
+    segs: list[str] = []
+    pos = len(s) - len(s.lstrip())
+    while True:
+        m = _MATH_SEGMENT_RE.match(s, pos)
+        if not m:
+            return segs, pos
+        seg = next(g for g in m.groups() if g is not None).strip()
+        if seg:
+            segs.append(seg)
+        pos = m.end()
+        nxt = _RUN_SEP_RE.match(s, pos).end()
+        if not _MATH_SEGMENT_RE.match(s, nxt):
+            return segs, pos
+        pos = nxt
 
 
-def _refine(content: str) -> str | None:
+def _cut_sentence(s: str) -> tuple[str, str]:
+    cut = _SENTENCE_CUT_RE.search(s)
+    return (s[: cut.start()], s[cut.end():]) if cut else (s, "")
+
+
+def _run_answer(content: str) -> str | None:
+    """A final answer written as math segments at the start of ``content``: several are one list
+    answer; a condition clause after them ("$f(x)=ax+b$, where $b$ is an integer") belongs to it;
+    delimiters that do not pair up (``$221,$8$``) are dropped when the sentence is a bare answer."""
+    segs, end = _math_run(content)
+    if not segs:
+        return None
+    sentence, _ = _cut_sentence(content[end:])
+    if _COND_CLAUSE_RE.match(sentence):
+        return strip_wrappers(", ".join(segs) + sentence.rstrip())
+    whole = _cut_sentence(content)[0].replace("$", "")
+    if "$" in sentence and _looks_bare(whole.strip()):
+        return strip_wrappers(whole)
+    return ", ".join(segs)
+
+
+def _refine(content: str, arity: int = 1) -> str | _Truncated | None:
     """Turn the text a strategy found (tag content, "answer is" tail) into a final answer."""
     content = content.strip()
     if not content:
         return None
-    boxed = _boxed_contents(content)
-    if boxed:
-        return boxed[-1].strip() or None
-    seg = _first_math_segment(content)
-    if seg is not None and seg.strip():
-        return seg.strip()
-    cut = _SENTENCE_CUT_RE.search(content)
-    if cut:
-        content = content[: cut.start()]
-    content = _strip_wrappers(content)
+    boxed = _boxes_in(content, arity)
+    if boxed is not None:
+        return boxed
+    run = _run_answer(content)
+    if run:
+        return run
+    content = strip_wrappers(_cut_sentence(content)[0])
     if not content:
         return None
     if _looks_bare(content):
+        return content
+    main, conds = split_conditions(content)
+    if conds and _looks_bare(main):  # "5 for all n > 1": the condition belongs to the answer
         return content
     segs = [next(g for g in m.groups() if g is not None) for m in _MATH_SEGMENT_RE.finditer(content)]
     segs = [g.strip() for g in segs if g.strip()]
@@ -138,7 +192,7 @@ def _refine(content: str) -> str | None:
     return nums[-1].strip() if nums else None
 
 
-def _s_answer_tag(text: str) -> str | None:
+def _s_answer_tag(text: str, arity: int) -> str | _Truncated | None:
     if "<" not in text:
         return None
     # One linear pass over the tags (a lazy ``<answer>(.*?)</answer>`` regex is quadratic on text
@@ -154,58 +208,60 @@ def _s_answer_tag(text: str) -> str | None:
             last_open = m.end()
     if spans:
         for a, b in reversed(spans):
-            got = _refine(text[a:b])
+            got = _refine(text[a:b], arity)
             if got:
                 return got
         if last_open is None or last_open < spans[-1][1]:
             return None
     if last_open is not None:  # an unclosed tag at the end (truncated generation)
-        return _refine(text[last_open : last_open + 2000])
+        return _refine(text[last_open: last_open + 2000], arity)
     return None
 
 
-def _s_boxed(text: str) -> str | None:
+def _s_boxed(text: str, arity: int) -> str | _Truncated | None:
     if "\\boxed" not in text and "\\fbox" not in text:
         return None
-    for content in reversed(_boxed_contents(text)):
-        if content.strip():
-            return content.strip()
-    return None
+    return _boxes_in(text, arity)
 
 
-def _s_gsm8k(text: str) -> str | None:
+def _s_gsm8k(text: str, arity: int) -> str | _Truncated | None:
     if "####" not in text:
         return None
-    found = _GSM8K_RE.findall(text)
-    for content in reversed(found):
-        got = _refine(content)
+    for content in reversed(_GSM8K_RE.findall(text)):
+        got = _refine(content, arity)
         if got:
             return got
     return None
 
 
-def _s_answer_is(text: str) -> str | None:
+def _s_answer_is(text: str, arity: int) -> str | _Truncated | None:
     if "nswer" not in text and "NSWER" not in text:
         return None
-    # The last "answer is"/"answer:" wins ("Final Answer: The final answer is $5$" -> "$5$").
+    # The last "answer is"/"answer:" wins ("Final Answer: The final answer is $5$" -> "5").
     for m in reversed(list(_ANSWER_IS_RE.finditer(text))):
-        tail = text[m.end() : m.end() + 300].split("\n", 1)[0]
-        got = _refine(tail)
+        got = _refine(text[m.end(): m.end() + 300].split("\n", 1)[0], arity)
         if got:
             return got
     return None
 
 
-def _s_bare(text: str) -> str | None:
+def _s_bare(text: str, arity: int) -> str | None:
     s = text.strip()
     if "\\boxed" in s or "\\fbox" in s or "####" in s or "<answer" in s.lower():
         return None  # a marker whose strategy found nothing (truncated box, empty tag): no answer
-    if not _looks_bare(s):
+    if _looks_bare(s):
+        return strip_wrappers(s) or None
+    if "\n" in s or len(s) > _MAX_BARE_LEN or not s.startswith(("$", "\\(", "\\[")):
         return None
-    return _strip_wrappers(s) or None
+    # a math answer and a condition on it, nothing else ("$f(x)=ax+b$, where $b$ is an integer")
+    segs, end = _math_run(s)
+    sentence, rest = _cut_sentence(s[end:])
+    if segs and _COND_CLAUSE_RE.match(sentence) and not rest.strip():
+        return strip_wrappers(", ".join(segs) + sentence.rstrip()) or None
+    return None
 
 
-def _s_last_number(text: str) -> str | None:
+def _s_last_number(text: str, arity: int) -> str | None:
     nums = _NUMBER_RE.findall(text)
     if not nums:
         nums = _NUMBER_LOOSE_RE.findall(text)
@@ -222,6 +278,53 @@ _STRATEGY_FUNCS = {
 }
 
 
+def unbalanced(s: str) -> bool:
+    """Is ``s`` cut off or malformed: unclosed or unopened braces, ``\\left``/``\\right`` or
+    ``\\begin``/``\\end`` that do not pair up, or a different number of opening and closing
+    brackets (``[2,5)`` is balanced, ``(1, 2`` is not)?"""
+    depth = 0
+    for m in _BRACE_TOKEN_RE.finditer(s):
+        tok = m.group(0)
+        depth += 1 if tok == "{" else -1 if tok == "}" else 0
+        if depth < 0:
+            return True
+    if depth:
+        return True
+    if len(re.findall(r"\\left(?![A-Za-z])", s)) != len(re.findall(r"\\right(?![A-Za-z])", s)):
+        return True
+    if s.count("\\begin{") != s.count("\\end{"):
+        return True
+    plain = re.sub(r"\\[{}]", "", s)
+    return plain.count("(") + plain.count("[") != plain.count(")") + plain.count("]")
+
+
+def extract_final_answer(text: Any, order: Sequence[str] = DEFAULT_ORDER, arity: int = 1) -> str | None:
+    """``extract_answer`` for a gold answer that is a list of ``arity`` answers: when the last
+    group of boxes holds fewer, the last ``arity`` boxes are the answer. Never raises."""
+    bad = [s for s in order if s not in _STRATEGY_FUNCS]
+    if bad:
+        raise ValueError(f"unknown extraction strategies {bad}; known: {list(STRATEGIES)}")
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", errors="replace")
+        if not isinstance(text, str) or not text.strip():
+            return None
+        text = text.translate(MINUS_SIGNS)
+        for name in order:
+            try:
+                got = _STRATEGY_FUNCS[name](text, max(1, int(arity)))
+            except Exception:  # pragma: no cover - defensive: strategies are written not to raise
+                got = None
+            if got is TRUNCATED:
+                return None
+            if isinstance(got, str) and got.strip():
+                got = got.strip()
+                return None if unbalanced(got) else got
+        return None
+    except Exception:  # pragma: no cover - defensive
+        return None
+
+
 def extract_answer(text: Any, order: Sequence[str] = DEFAULT_ORDER) -> str | None:
     """Return the final answer in untrusted model ``text``, or None if none is found.
 
@@ -231,91 +334,23 @@ def extract_answer(text: Any, order: Sequence[str] = DEFAULT_ORDER) -> str | Non
                      ``<answer>``), refined: a ``\\boxed{}`` or ``$...$`` inside wins, prose is
                      cut to its last number.
     ``boxed``        content of the last ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces
-                     (escaped ``\\{`` ignored); ``\\boxed 5`` too.
+                     (escaped ``\\{`` ignored); ``\\boxed 5`` too. (The grader, knowing that the
+                     gold is a list of n answers, takes the last boxes that hold n of them.)
     ``gsm8k``        the text after the last ``#### `` marker (GSM8K solutions), on its line.
     ``answer_is``    after the last "the answer is" / "final answer:" / "Answer:", up to the end of
-                     the sentence.
+                     the sentence; math segments there that only separators divide are one list
+                     answer (``The final answer is $8$, $4$`` -> ``8, 4``), with a condition clause
+                     that follows them (``$x=1$ for all $n$``).
     ``bare``         the whole text when it is short, one line and not prose (at most one word
-                     of two or more letters outside LaTeX commands), e.g. ``$\\frac{1}{3},-2,5$`` or ``18 dollars``.
+                     of two or more letters outside LaTeX commands), e.g. ``$\\frac{1}{3},-2,5$`` or
+                     ``18 dollars``; or math segments followed only by a condition clause.
     ``last_number``  the last number in the text (``1,000``, ``-3.5``, ``3/4`` forms).
 
-    ``order`` defaults to ``DEFAULT_ORDER`` (the list above). Unknown strategy names raise
-    ``ValueError`` (a programming error, checked before the text is looked at); for any ``text``
-    whatsoever (not a string, huge, binary junk) the function returns a string or None and never
-    raises.
+    Unicode minus signs and dashes are read as ``-``. A final answer that is cut off or
+    unbalanced (an unclosed ``\\boxed{``, ``(1, 2``, ``\\frac{1}{``) is no answer: None, and no
+    later strategy is tried. ``order`` defaults to ``DEFAULT_ORDER`` (the list above). Unknown
+    strategy names raise ``ValueError`` (a programming error, checked before the text is looked
+    at); for any ``text`` whatsoever (not a string, huge, binary junk) the function returns a
+    string or None and never raises.
     """
-    bad = [s for s in order if s not in _STRATEGY_FUNCS]
-    if bad:
-        raise ValueError(f"unknown extraction strategies {bad}; known: {list(STRATEGIES)}")
-    try:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", errors="replace")
-        if not isinstance(text, str) or not text.strip():
-            return None
-        for name in order:
-            try:
-                got = _STRATEGY_FUNCS[name](text)
-            except Exception:  # pragma: no cover - defensive: strategies are written not to raise
-                got = None
-            if got is not None and got.strip():
-                return got.strip()
-        return None
-    except Exception:  # pragma: no cover - defensive
-        return None
-
-
-# --------------------------------------------------------------------------------------------
-# Normalisation (before math-verify)
-# --------------------------------------------------------------------------------------------
-
-_UNIT_WORDS = {
-    # short units that are also plausible variable names are only stripped when listed here
-    "m", "cm", "mm", "km", "kg", "g", "mg", "l", "ml", "s", "ms", "h", "hr", "hrs", "min", "mins",
-    "sec", "secs", "ft", "in", "yd", "mi", "lb", "lbs", "oz", "mph", "kph", "km/h", "m/s", "cm^2",
-    "m^2", "km^2", "cm^3", "m^3", "ft^2", "in^2", "sq", "pm", "am", "usd", "ct",
-}
-_PERCENT_TAIL_RE = re.compile(r"\s*(?:\\%|%|\\text\{\s*\\?%\s*\}|\\,?\s*percent(?:age)?|\\text\{\s*percent\s*\})\s*$", re.IGNORECASE)
-_DEGREE_RE = re.compile(r"\s*(?:\^\s*\{?\s*\\circ\s*\}?|°|\\degree)")
-_THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_SPACE_THOUSANDS_RE = re.compile(r"^[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?$")
-_TRAILING_UNIT_RE = re.compile(r"^([-+]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?)\s*([A-Za-z][A-Za-z./^0-9 ]*)$")
-
-
-def normalize_answer(answer: Any) -> str:
-    """Pre-normalise an answer string for ``math-verify`` (see the module docstring for the
-    policies). Returns ``""`` for non-strings or empty input; never raises."""
-    try:
-        if not isinstance(answer, str):
-            return ""
-        s = answer.strip()
-        if not s:
-            return ""
-        # math delimiters and currency
-        s = s.replace("\\$", "")
-        s = s.replace("$", "")
-        for d in ("\\(", "\\)", "\\[", "\\]"):
-            s = s.replace(d, "")
-        s = s.replace("\\!", "").replace("{,}", ",")
-        s = re.sub(r"(?<=\d)\\,(?=\d{3}(?!\d))", "", s)
-        s = re.sub(r"\\(?:displaystyle|textstyle)\b", "", s)
-        s = _strip_wrappers(s)
-        # percent and degree signs are units
-        s = _PERCENT_TAIL_RE.sub("", s)
-        s = _DEGREE_RE.sub("", s)
-        s = s.strip()
-        # thousands separators on a single number
-        if _THOUSANDS_RE.match(s):
-            s = s.replace(",", "")
-        elif _SPACE_THOUSANDS_RE.match(s):
-            s = s.replace(" ", "")
-        # trailing plain-text unit after a number
-        m = _TRAILING_UNIT_RE.match(s)
-        if m:
-            unit = m.group(2).strip().lower().rstrip(".")
-            first = unit.split()[0] if unit.split() else unit
-            if unit in _UNIT_WORDS or first in _UNIT_WORDS or len(re.match(r"[a-z]*", first).group(0)) >= 3:
-                num = m.group(1).strip()
-                s = num.replace(",", "") if _THOUSANDS_RE.match(num) else num
-        return s.strip()
-    except Exception:  # pragma: no cover - defensive
-        return answer.strip() if isinstance(answer, str) else ""
+    return extract_final_answer(text, order, 1)

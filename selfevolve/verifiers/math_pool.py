@@ -13,6 +13,10 @@ import time
 from collections import deque
 from multiprocessing.connection import wait as _mp_wait
 
+# What the child processes run (imported here so that the dependency is visible; importing it
+# does not import math-verify, only the child processes do).
+from selfevolve.verifiers import math_worker
+
 
 def _cpu_count() -> int:
     try:
@@ -22,8 +26,9 @@ def _cpu_count() -> int:
 
 
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_ZYGOTE_CODE = "import sys; from selfevolve.verifiers.math_worker import _zygote_main; _zygote_main(int(sys.argv[1]), int(sys.argv[2]))"
-_WORKER_CODE = "import sys; from selfevolve.verifiers.math_worker import _worker_main; _worker_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
+_ZYGOTE_CODE = f"import sys; from {math_worker.__name__} import _zygote_main; _zygote_main(int(sys.argv[1]), int(sys.argv[2]))"
+_WORKER_CODE = (f"import sys; from {math_worker.__name__} import _worker_main; "
+                "_worker_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))")
 _STARTUP_TIMEOUT_S = 120.0
 
 
