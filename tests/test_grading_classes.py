@@ -77,6 +77,7 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
         ("7", r"<answer>\boxed{7", "no_answer"),
         (r"\frac{3}{4}", r"The final answer is $\frac{3}{4", "no_answer"),
         ("(1, 2)", "<answer>(1, 2", "no_answer"),
+        ("5", r"\boxed{ \boxed{5}", "no_answer"),
     ],
     # several $...$ after "the final answer is" (OlympiadBench's format): only the first was kept
     "final_answer_list": [
@@ -96,6 +97,7 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
         (r"g(t)=0 \text{ for all } t>1", r"\boxed{g(t)=0 \text{ for all } t>2}", "wrong"),
         (r"g(t)=0 \text{ for all } t>1", r"\boxed{\forall t>1, g(t)=0}", "correct"),
         (r"g(t)=0 \text{ for all } t>1", r"\boxed{g(t)=0 \text{ for all } 1<t}", "correct"),
+        ("5", "The answer is 5 if we count from zero.", "correct"),  # prose, not a condition in maths
     ],
 }
 ITEMS = [(cls, g, p, want) for cls, cases in CASES.items() for g, p, want in cases]

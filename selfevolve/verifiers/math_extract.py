@@ -41,6 +41,8 @@ _WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _TWO_WORDS_RE = re.compile(r"[A-Za-z]{2,}[ \t]+[A-Za-z]{2,}")
 _SENTENCE_CUT_RE = re.compile(r"(?:\.\s|\.$|;|\s(?:because|since|so|which|as|and\s+so|therefore|thus)\s)", re.IGNORECASE)
 _COND_CLAUSE_RE = re.compile(rf"(?i)^\s*(?:,\s*)?(?:\\forall|\\exists|(?:{COND_WORDS})(?![A-Za-z]))")
+# a condition is kept with the answer only when it is mathematics ("for all $n$", "if n > 1"), not prose
+_MATHY_RE = re.compile(r"[$=<>≤≥≠]|\\(?:[lg]e|[lg]eq|neq?|in|notin|forall|exists|mid)(?![A-Za-z])")
 _MAX_BARE_LEN = 1000
 _BRACE_TOKEN_RE = re.compile(r"\\.|[{}]", re.DOTALL)
 
@@ -85,7 +87,7 @@ def _box_spans(text: str) -> list[tuple[int, int, str | None]]:
             if close is None:
                 out.append((m.start(), len(text), None))
             else:
-                while out and out[-1][0] < m.start() and out[-1][1] > close:  # keep the innermost box
+                while out and out[-1][2] is not None and out[-1][1] > close:  # keep the innermost box
                     out.pop()
                 out.append((m.start(), close + 1, text[j + 1: close]))
         elif j > m.end():  # "\\boxed 5": one token
@@ -149,6 +151,11 @@ def _cut_sentence(s: str) -> tuple[str, str]:
     return (s[: cut.start()], s[cut.end():]) if cut else (s, "")
 
 
+def _is_condition(clause: str) -> bool:
+    """Does ``clause`` start with a condition or quantifier on the answer before it, in maths?"""
+    return bool(_COND_CLAUSE_RE.match(clause)) and bool(_MATHY_RE.search(clause))
+
+
 def _run_answer(content: str) -> str | None:
     """A final answer written as math segments at the start of ``content``: several are one list
     answer; a condition clause after them ("$f(x)=ax+b$, where $b$ is an integer") belongs to it;
@@ -157,11 +164,11 @@ def _run_answer(content: str) -> str | None:
     if not segs:
         return None
     sentence, _ = _cut_sentence(content[end:])
-    if _COND_CLAUSE_RE.match(sentence):
+    if _is_condition(sentence):
         return strip_wrappers(", ".join(segs) + sentence.rstrip())
-    whole = _cut_sentence(content)[0].replace("$", "")
-    if "$" in sentence and _looks_bare(whole.strip()):
-        return strip_wrappers(whole)
+    whole = _cut_sentence(content)[0]
+    if whole.count("$") % 2 and _looks_bare(whole.replace("$", "").strip()):
+        return strip_wrappers(whole.replace("$", ""))
     return ", ".join(segs)
 
 
@@ -182,8 +189,8 @@ def _refine(content: str, arity: int = 1) -> str | _Truncated | None:
     if _looks_bare(content):
         return content
     main, conds = split_conditions(content)
-    if conds and _looks_bare(main):  # "5 for all n > 1": the condition belongs to the answer
-        return content
+    if conds and _looks_bare(main) and _MATHY_RE.search(content[len(main):]):
+        return content  # "5 for all n > 1": the condition belongs to the answer
     segs = [next(g for g in m.groups() if g is not None) for m in _MATH_SEGMENT_RE.finditer(content)]
     segs = [g.strip() for g in segs if g.strip()]
     if segs:
@@ -256,7 +263,7 @@ def _s_bare(text: str, arity: int) -> str | None:
     # a math answer and a condition on it, nothing else ("$f(x)=ax+b$, where $b$ is an integer")
     segs, end = _math_run(s)
     sentence, rest = _cut_sentence(s[end:])
-    if segs and _COND_CLAUSE_RE.match(sentence) and not rest.strip():
+    if segs and _is_condition(sentence) and not rest.strip():
         return strip_wrappers(", ".join(segs) + sentence.rstrip()) or None
     return None
 

@@ -111,7 +111,7 @@ def _depths(s: str) -> list[int]:
 # --------------------------------------------------------------------------------------------
 
 COND_WORDS = (r"for|if|when|whenever|where|with|provided(?:\s+that)?|unless|except|such\s+that|"
-               r"as\s+long\s+as|there\s+(?:exists?|is|are)")
+              r"as\s+long\s+as|there\s+(?:exists?|is|are)")
 _COND_WORD_RE = re.compile(rf"(?i)(?<![A-Za-z\\])(?:{COND_WORDS})(?![A-Za-z])")
 _COND_TEXT_RE = re.compile(r"\\(?:text|mbox|textrm|textnormal|mathrm|textit|textbf)\s*\{([^{}]*)\}")
 _MARKER_RE = re.compile(rf"(?i)\\(?:forall|exists)(?![A-Za-z])|(?<![A-Za-z\\])(?:{COND_WORDS})(?![A-Za-z])")
@@ -138,7 +138,7 @@ def _strip_tail_spacing(s: str) -> str:
 
 def _kind(marker: str, rest: str) -> str:
     m = marker.lower()
-    if "exist" in m or m.startswith("there") or re.match(r"(?i)\s*some(?![A-Za-z])", rest) and m == "for":
+    if "exist" in m or m.startswith("there") or (m == "for" and re.match(r"(?i)\s*some(?![A-Za-z])", rest)):
         return "exists"
     if m in ("unless", "except"):
         return "unless"
@@ -160,6 +160,7 @@ def split_conditions(s: str) -> tuple[str, list[tuple[str, str]]]:
     """
     if not s or not _MARKER_RE.search(s):
         return s, []
+    original = s
     # a \text{...} holding a condition word is read as plain words
     s = _COND_TEXT_RE.sub(lambda m: " " + m.group(1) + " " if _COND_WORD_RE.search(m.group(1)) else m.group(0), s)
     depth = _depths(s)
@@ -170,7 +171,7 @@ def split_conditions(s: str) -> tuple[str, list[tuple[str, str]]]:
         d = _depths(main)
         sep = next((m for m in _LEAD_SEP_RE.finditer(main, lead.end()) if d[m.start()] == 0), None)
         if sep is None:
-            return s, []
+            return original, []
         rest = main[lead.end():sep.start()]
         conds.append((_kind(lead.group(0).lstrip("\\"), rest), _clean_condition(rest)))
         main = main[sep.end():].strip()
@@ -181,7 +182,7 @@ def split_conditions(s: str) -> tuple[str, list[tuple[str, str]]]:
         rest = s[trail.end():]
         conds.append((_kind(trail.group(0).lstrip("\\"), rest), _clean_condition(rest)))
         main = _strip_tail_spacing(s[:trail.start()])
-    return main, conds
+    return (main, conds) if conds else (original, [])
 
 
 # --------------------------------------------------------------------------------------------
