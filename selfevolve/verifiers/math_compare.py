@@ -7,11 +7,11 @@ policies are listed in ``selfevolve.verifiers.math``):
 
 * whole-answer parsing: an answer is parsed as one LaTeX expression, with math-verify's unit
   stripping off (units are removed by ``normalize_answer``) and without its search for a number
-  or fraction somewhere inside the text, so ``1-\\mathrm{x}`` or ``\\frac{1}{2}E_{1}`` never
-  become ``1`` or ``1/2``;
+  or fraction somewhere inside the text: ``\\frac{1}{2}E_{1}`` is not read as ``1/2``, ``2t`` not
+  as ``2``; an answer that does not parse as a whole is compared as text;
 * exact numbers: math-verify's numeric test (``sympy_numeric_eq``: ``(a - b).evalf(chop=True) ==
-  0``, or both rounded to 6 decimal places) accepts any two values closer than ~1e-15, so
-  ``1/20!`` equals ``1/21!``. Installed into math-verify in the worker, ``_exact_numeric_eq``
+  0``, or both rounded to 6 decimal places) treats a tiny difference as zero, an absolute
+  tolerance: ``1/20!`` equals ``1/21!``, ``0.0000001`` equals ``0.0000002``. Installed into math-verify in the worker, ``_exact_numeric_eq``
   keeps the library's test and then requires exact equality of exact values (sympy; 60-digit
   evaluation, relative, when sympy cannot decide) and, when a decimal is involved, a *relative*
   difference of at most ``DECIMAL_REL_TOL``;
