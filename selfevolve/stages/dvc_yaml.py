@@ -5,7 +5,8 @@ DVC reruns a stage only when one of its ``deps`` changed, so a stage must depend
 runs. :func:`code_deps` finds it: the names the stage function uses (and the functions of its own
 module that it calls) lead to the project modules it imports, at module level or inside the
 function; from those, every project module they import, anywhere in the file, transitively; plus
-the prompt folders those modules render templates from (``prompting.render("roles/...")``). Package
+the prompt folders those modules render templates from (``prompting.render("roles/...")``) and
+the files beside them that they name (a program read as text, like the sandbox's child). Package
 ``__init__`` files that hold nothing but a docstring are left out, and so is the plumbing that
 cannot change what a stage writes: the runner, the registry, this module, MLflow tracking and the
 command line. Editing a parser, template, reward or trainer therefore reruns exactly the stages
@@ -34,6 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PLUMBING = ("selfevolve.stages.runner", "selfevolve.stages.registry", "selfevolve.stages.dvc_yaml", "selfevolve.tracking",
             "selfevolve.cli", "selfevolve.services")
 _RENDER_RE = re.compile(r"""prompting\.render\(\s*f?["']([\w-]+)/""")
+_SIBLING_RE = re.compile(r"""["']([\w]+\.py)["']""")
 
 
 def _module_path(module: str) -> Path | None:
@@ -163,8 +165,12 @@ def code_deps(stage: Stage) -> list[str]:
         if path is None or (path.name == "__init__.py" and not _has_code(path)):
             continue
         files.add(path.relative_to(REPO_ROOT).as_posix())
-        for folder in _RENDER_RE.findall(path.read_text(encoding="utf-8")):
+        text = path.read_text(encoding="utf-8")
+        for folder in _RENDER_RE.findall(text):
             files.add(f"{PACKAGE}/prompts/{folder}")
+        for name in _SIBLING_RE.findall(text):  # a program read as text and run elsewhere (the sandbox's child)
+            if (path.parent / name).is_file() and name != path.name:
+                files.add((path.parent / name).relative_to(REPO_ROOT).as_posix())
     return sorted(files)
 
 
