@@ -1,16 +1,23 @@
-"""SAGE reward formulas against hand-computed values (DESIGN.md), including both gates."""
+"""SAGE reward formulas against hand-computed values (docs/design.md, "Rewards"), including both gates."""
 
 import pytest
 
 from selfevolve import rewards as R
 from selfevolve.config import SageParams
 
-P = SageParams()
+P = SageParams(difficulty_reward="sage")
+U = SageParams(difficulty_reward="uncertainty")
 
 
 def test_difficulty():
     assert R.difficulty([1, 0, 0, 0, 1]) == pytest.approx(0.6)
     assert R.difficulty([]) == 1.0
+    # R-Zero's uncertainty: 1 at p = 0.5, 0 at p = 0 or 1
+    assert R.difficulty([1, 0], "uncertainty") == 1.0
+    assert R.difficulty([1, 1, 1, 1], "uncertainty") == R.difficulty([0, 0], "uncertainty") == 0.0
+    assert R.difficulty([1, 0, 0, 0], "uncertainty") == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        R.difficulty([1], "hardness")
 
 
 def test_challenger_quality_gate():
@@ -18,10 +25,24 @@ def test_challenger_quality_gate():
     assert R.challenger_reward(0.8, 1.0, True, [1, 0, 0, 0, 0], P) == pytest.approx((0.8 + 0.8 + 1.0) / 3)
     # exactly at alpha passes
     assert R.challenger_reward(0.7, 0.5, True, [1, 1], P) == pytest.approx((0.7 + 0.0 + 0.5) / 3)
-    # below alpha: (s_q + r_f) / 2, however hard
-    assert R.challenger_reward(0.6, 1.0, True, [0, 0, 0], P) == pytest.approx(0.8)
-    # invalid spec: no reward for difficulty either
-    assert R.challenger_reward(0.9, 1.0, False, [0, 0, 0], P) == pytest.approx(0.95)
+    # valid spec below alpha: (s_q + r_f) / 3, however hard
+    assert R.challenger_reward(0.6, 1.0, True, [0, 0, 0], P) == pytest.approx(1.6 / 3)
+    # invalid spec: nothing
+    assert R.challenger_reward(0.9, 1.0, False, [0, 0, 0], P) == 0.0
+
+
+@pytest.mark.parametrize("params", [P, U])
+def test_challenger_reward_is_monotone_in_validity_and_difficulty(params):
+    """valid and at the frontier > valid but trivial >= gated out > invalid, whatever the Critic
+    and format scores (the inversion that paid wrong references more than right ones)."""
+    for s_q_pass in (0.7, 0.85, 1.0):
+        for r_f in (0.0, 0.5, 1.0):
+            frontier = R.challenger_reward(s_q_pass, r_f, True, [1, 0, 1, 0], params)
+            trivial = R.challenger_reward(s_q_pass, r_f, True, [1, 1, 1, 1], params)
+            gated = R.challenger_reward(0.69, r_f, True, [1, 0, 1, 0], params)
+            invalid = R.challenger_reward(1.0, 1.0, False, [1, 0, 1, 0], params)
+            assert trivial >= gated
+            assert frontier > trivial and frontier > gated > invalid == 0.0
 
 
 def test_planner():
@@ -43,5 +64,5 @@ def test_critic():
 
 def test_constants_come_from_params():
     p = SageParams(alpha=0.9, beta=0.5, solver_plan_weight=0.1, solver_correct_weight=0.8, solver_format_weight=0.1)
-    assert R.challenger_reward(0.8, 1.0, True, [0], p) == pytest.approx(0.9)  # 0.8 < 0.9 -> gate fails
+    assert R.challenger_reward(0.8, 1.0, True, [0], p) == pytest.approx(0.6)  # 0.8 < 0.9 -> gate fails
     assert R.solver_reward(0.4, 1.0, 1.0, p) == pytest.approx(0.9)  # 0.4 < 0.5 -> plan term 0
