@@ -39,14 +39,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def prompts(n: int, seed: int = 0) -> list[list[dict[str, str]]]:
     from selfevolve.embedded.transcripts import arith_transcripts
 
-    return [t[:-1] for t in arith_transcripts(n, seed=seed)]  # drop the assistant turn
+    return [t[:-1] for _, t in arith_transcripts(n, seed=seed)]  # drop the assistant turn
 
 
 def build_model(path: Path) -> Path:
     from selfevolve.embedded.transcripts import arith_transcripts
     from selfevolve.embedded.tinymodel import save_untrained
 
-    corpus = [m["content"] for t in arith_transcripts(300) for m in t]
+    corpus = [m["content"] for _, t in arith_transcripts(300) for m in t]
     return save_untrained(path, corpus)
 
 

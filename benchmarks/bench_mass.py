@@ -30,7 +30,7 @@ def build_tiny(path: Path) -> Path:
     from selfevolve.embedded.transcripts import arith_transcripts
     from selfevolve.embedded.tinymodel import save_untrained
 
-    corpus = [m["content"] for t in arith_transcripts(300, seed=0) for m in t]
+    corpus = [m["content"] for _, t in arith_transcripts(300, seed=0) for m in t]
     return save_untrained(path, corpus)
 
 

@@ -39,6 +39,9 @@ class ModelParams(_Section):
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     device: str = "auto"
     max_model_len: int = Field(1024, ge=64)
+    batch_size: int = Field(128, ge=1, description="hf backend: rows (prompts x samples) per generate call")
+    train_precision: Literal["float32", "bfloat16"] = Field("bfloat16", description="training matmuls on the CPU: bfloat16 "
+                                                            "autocast (weights stay float32) or plain float32")
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key_env: str = "OPENAI_API_KEY"
@@ -59,10 +62,14 @@ class BootstrapParams(_Section):
     num_heads: int = Field(4, ge=1)
     intermediate_size: int = Field(384, ge=16)
     max_position_embeddings: int = Field(1024, ge=64)
-    transcripts: int = Field(8000, ge=10, description="role transcripts rendered from the seed generator")
-    steps: int = Field(500, ge=1)
+    transcripts: int = Field(60000, ge=10, description="role transcripts rendered from the seed generator")
+    steps: int = Field(2000, ge=1)
     batch_size: int = Field(32, ge=1)
     learning_rate: float = Field(2e-3, gt=0, le=1.0)
+    decay_fraction: float = Field(0.2, ge=0.0, le=1.0, description="the last share of steps anneals the learning rate")
+    probe_questions: int = Field(200, ge=1, description="validation questions per split on which the base model's standing "
+                                 "is measured (greedy accuracy; frontier pass@k)")
+    frontier_k: int = Field(8, ge=1, description="samples per frontier question for the base model's pass@k")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "BootstrapParams":
@@ -71,12 +78,41 @@ class BootstrapParams(_Section):
         return self
 
 
+class ArithParams(_Section):
+    """The arith ladder (``selfevolve.questions.arith``): which forms are seed forms (the warm start and
+    the pool of the base cycle) and which levels the held-out frontier measures."""
+
+    ops: list[Literal["+", "-"]] = Field(default_factory=lambda: ["+"], min_length=1,
+                                         description="operators of the ladder's questions")
+    seed_digits: int = Field(3, ge=1, le=20, description="seed forms: every pair of 1..seed_digits-digit operands")
+    foothold_digits: list[int] = Field(default_factory=lambda: [4, 5], description="seed forms also hold n + k and k + n "
+                                       "digit questions for these n and k = 1..foothold_short (a foothold beyond the seed levels)")
+    foothold_short: int = Field(2, ge=1, le=10, description="the short operand of a foothold has up to this many digits")
+    frontier_levels: list[int] = Field(default_factory=lambda: [4], min_length=1, description="held-out frontier: "
+                                       "two-operand forms of these levels with more digits than foothold_short in the shorter operand")
+
+    @model_validator(mode="after")
+    def _frontier_beyond_seed(self) -> "ArithParams":
+        low = [lv for lv in self.frontier_levels if lv <= self.seed_digits]
+        if low:
+            raise ValueError(f"seeds.arith.frontier_levels {low} must be above seeds.arith.seed_digits ({self.seed_digits}): "
+                             "the frontier is never supervised")
+        if any(not 2 <= n <= 40 for n in self.foothold_digits):
+            raise ValueError("seeds.arith.foothold_digits must be between 2 and 40")
+        if self.foothold_short >= min(self.frontier_levels):
+            raise ValueError("seeds.arith.foothold_short must be below every frontier level")
+        return self
+
+
 class SeedParams(_Section):
     set: str = Field("arith", description="arith | tiny-code | paper | a JSONL file of questions (Question records, "
                      "or rows with question/answer fields)")
-    size: int = Field(500, ge=1, le=100000)
+    size: int = Field(1000, ge=1, le=100000)
     data_dir: str = Field("../shared/benchmarks", description="where local GSM8K/MATH/MBPP files live (paper seed set)")
-    heldout_size: int = Field(400, ge=0, description="held-out questions for checkpoint selection and evaluation")
+    heldout_size: int = Field(500, ge=0, description="held-out questions for evaluation (arith: per split, seed levels and "
+                              "frontier)")
+    val_size: int = Field(500, ge=1, description="validation questions for checkpoint selection (arith: per split)")
+    arith: ArithParams = ArithParams()
 
     @field_validator("set")
     @classmethod
@@ -87,7 +123,7 @@ class SeedParams(_Section):
 
 
 class SamplingParams(_Section):
-    temperature: float = Field(0.5, ge=0.0, le=5.0)
+    temperature: float = Field(0.8, ge=0.0, le=5.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(96, ge=1, le=32768)
 
@@ -104,9 +140,16 @@ class AblationParams(_Section):
 class SageParams(_Section):
     """SAGE constants (docs/design.md 'Rewards')."""
 
-    questions_per_cycle: int = Field(48, ge=1)
-    pool_sample: int = Field(384, ge=0, description="pool/seed questions planned and solved each cycle")
-    solver_samples: int = Field(5, ge=1, le=256, description="n solver samples per question (r_d and groups)")
+    questions_per_cycle: int = Field(1200, ge=1)
+    pool_sample: int = Field(400, ge=0, description="pool/seed questions planned and solved each cycle")
+    solver_samples: int = Field(4, ge=1, le=256, description="n solver samples per question (r_d and groups)")
+    frontier_band: tuple[float, float] = Field((0.05, 0.8), description="the Solver's frontier: questions whose pass rate over "
+                                               "the n samples lies in [low, high]; they are the Solver's training data "
+                                               "(expert_iteration) and the preferred reference items and re-solved pool questions")
+    frontier_boost: float = Field(8.0, ge=1.0, description="how much likelier a pool question on the frontier is drawn as a "
+                                  "reference item or re-solved than any other (1 = uniform)")
+    difficulty_reward: Literal["sage", "uncertainty"] = Field("uncertainty", description="r_d of the Challenger's reward: "
+                                                              "sage = 1 - p; uncertainty = 1 - 2|p - 0.5| (R-Zero)")
     alpha: float = Field(0.7, ge=0.0, le=1.0, description="question quality gate on s_q")
     beta: float = Field(0.3, ge=0.0, le=1.0, description="plan gate on s_p")
     critic_unparseable_score: float = Field(0.5, ge=0.0, le=1.0)
@@ -120,6 +163,9 @@ class SageParams(_Section):
 
     @model_validator(mode="after")
     def _solver_weights(self) -> "SageParams":
+        lo, hi = self.frontier_band
+        if not 0.0 <= lo <= hi <= 1.0:
+            raise ValueError(f"sage.frontier_band must be [low, high] with 0 <= low <= high <= 1, got {list(self.frontier_band)}")
         total = self.solver_plan_weight + self.solver_correct_weight + self.solver_format_weight
         if abs(total - 1.0) > 1e-6:
             raise ValueError(f"sage.solver_*_weight must sum to 1 (got {total:g})")
@@ -127,23 +173,42 @@ class SageParams(_Section):
 
 
 class RLParams(_Section):
-    algorithm: Literal["reinforce_pp", "grpo"] = "reinforce_pp"
-    steps: int = Field(80, ge=0)
-    batch_size: int = Field(32, ge=1)
-    learning_rate: float = Field(3e-5, gt=0, le=1.0)
+    """Training of a cycle (the ``train_rl`` stage). ``expert_iteration`` (default): the Solver on its
+    verified successes in the frontier band, the other roles on their above-average rollouts, with
+    replay, on a warm-up/stable/decay schedule (``selfevolve.training.expert_iteration``); ``reinforce_pp``:
+    Task-Relative REINFORCE++ on every role's rollouts (the SAGE paper); ``grpo``: TRL's GRPO on the
+    Solver, online."""
+
+    algorithm: Literal["expert_iteration", "reinforce_pp", "grpo"] = "expert_iteration"
+    steps: int = Field(300, ge=0)
+    batch_size: int = Field(64, ge=1)
+    learning_rate: float = Field(1e-3, gt=0, le=1.0)
+    warmup_steps: int = Field(30, ge=0, description="linear learning-rate warm-up of the fresh optimizer")
+    decay_steps: int = Field(60, ge=0, description="expert_iteration: the last steps anneal the rate (cosine) to min_lr_ratio")
+    min_lr_ratio: float = Field(0.01, ge=0.0, le=1.0)
+    replay_fraction: float = Field(0.5, ge=0.0, le=1.0, description="expert_iteration: share of each batch replaying "
+                                   "earlier data (warm-start transcripts, earlier cycles' self-labels)")
+    other_roles_fraction: float = Field(0.1, ge=0.0, le=1.0, description="expert_iteration: share of each batch imitating "
+                                        "the Challenger's, Planner's and Critic's rollouts that scored above their role's mean")
+    labels_per_question: int = Field(2, ge=1, description="expert_iteration: verified completions kept per question")
     clip_eps: float = Field(0.2, gt=0.0, le=1.0)
     kl_coef: float = Field(0.0, ge=0.0)
     epochs_per_batch: int = Field(1, ge=1, le=16)
     max_grad_norm: float = Field(1.0, gt=0)
-    warmup_steps: int = Field(10, ge=0, description="linear learning-rate warm-up of the fresh optimizer")
-    ema_decay: float = Field(0.98, ge=0.0, lt=1.0, description="validate and keep an exponential moving average of the "
-                             "weights with this decay (0 = the raw weights)")
+    ema_decay: float = Field(0.98, ge=0.0, lt=1.0, description="reinforce_pp/grpo: validate and keep an exponential moving "
+                             "average of the weights with this decay (0 = the raw weights)")
     grpo_num_generations: int = Field(4, ge=2)
-    eval_every: int = Field(20, ge=1, description="steps between held-out checks for best-checkpoint selection")
-    eval_questions: int = Field(200, ge=1)
-    select_p: float = Field(0.05, gt=0.0, le=1.0, description="a checkpoint replaces the starting model only if its validation "
+    eval_every: int = Field(20, ge=1, description="reinforce_pp/grpo: steps between validation checks")
+    eval_questions: int = Field(1000, ge=1, description="validation questions (balanced over the validation splits)")
+    select_p: float = Field(0.05, gt=0.0, le=1.0, description="a trained model replaces the starting one only if its validation "
                             "gain has exact McNemar p below this divided by the number of checks (1.0 = plain best accuracy)")
     skip_no_spread: bool = True
+
+    @model_validator(mode="after")
+    def _fractions(self) -> "RLParams":
+        if self.replay_fraction + self.other_roles_fraction > 1.0:
+            raise ValueError("rl.replay_fraction + rl.other_roles_fraction must be at most 1")
+        return self
 
 
 class SFTParams(_Section):
@@ -186,9 +251,9 @@ class BenchmarkSpec(_Section):
 
 
 class EvaluationParams(_Section):
-    benchmarks: list[BenchmarkSpec] = Field(default_factory=lambda: [BenchmarkSpec(name="heldout", limit=400)])
+    benchmarks: list[BenchmarkSpec] = Field(default_factory=lambda: [BenchmarkSpec(name="heldout")])
     max_new_tokens: int = Field(96, ge=1)
-    batch_size: int = Field(32, ge=1)
+    batch_size: int = Field(128, ge=1)
     mass_questions: int = Field(200, ge=0, description="held-out questions on which each cycle's MASS champion and the "
                                 "single agent are compared (0 = off)")
 

@@ -5,6 +5,7 @@
     data/cycles/base/pool.jsonl      seed set = the pool before cycle 1
     data/cycles/base/val.jsonl       validation questions (checkpoint selection in training)
     data/cycles/base/heldout.jsonl   held-out test questions (evaluate)
+    data/cycles/base/replay.jsonl    the warm start's transcripts (replayed while training cycles)
     models/base/                     the bootstrapped model (or reference.json naming a hub model)
     data/cycles/<c>/...              one folder per cycle (stage outputs below)
     data/cycles/<c>/mass/            MASS search result, champions, champion trajectories
@@ -107,6 +108,17 @@ class CyclePaths:
     @property
     def rl_dataset(self) -> Path:
         return self._f("rl_dataset.jsonl")
+
+    @property
+    def self_labels(self) -> Path:
+        """The Solver's verified completions of this cycle (expert iteration's training rows)."""
+        return self._f("self_labels.jsonl")
+
+    @property
+    def replay(self) -> Path:
+        """Earlier rows replayed while training this cycle: the warm start's transcripts (base) and
+        every earlier cycle's self-labels."""
+        return self._f("replay.jsonl")
 
     @property
     def sft_dataset(self) -> Path:

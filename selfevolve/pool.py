@@ -11,6 +11,7 @@ already kept (n-grams need no model).
 
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
 from statistics import fmean
@@ -63,3 +64,26 @@ def pool_stats(pool: list[Question]) -> dict:
         "mean_pass_rate": fmean(rates) if rates else None,
         "measured": len(rates),
     }
+
+
+def frontier_weights(questions: list[Question], band: tuple[float, float], boost: float) -> list[float]:
+    """Sampling weight per question: ``boost`` for those on the Solver's frontier (a measured pass
+    rate, ``meta.pass_rate``, inside ``band``), 1 for the rest (unmeasured, always or never solved).
+    Drawing reference items and re-solved questions this way keeps the curriculum at the edge of
+    what the Solver can do, where its successes teach it something (R-Zero, Huang et al. 2025; Lee
+    et al. 2025)."""
+    lo, hi = band
+    out = []
+    for q in questions:
+        rate = q.meta.get("pass_rate")
+        on = isinstance(rate, (int, float)) and not isinstance(rate, bool) and lo <= rate <= hi
+        out.append(boost if on else 1.0)
+    return out
+
+
+def weighted_sample(rng: random.Random, items: list, weights: list[float], k: int) -> list:
+    """``k`` distinct items drawn with probability proportional to ``weights`` (Efraimidis and
+    Spirakis 2006: the ``k`` largest keys ``u ** (1 / w)``), in the order drawn; all of them when
+    ``k >= len(items)``."""
+    keyed = sorted(((rng.random() ** (1.0 / w), i) for i, w in enumerate(weights)), reverse=True)
+    return [items[i] for _, i in keyed[: max(0, k)]]

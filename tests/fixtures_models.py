@@ -23,7 +23,7 @@ import pytest
 def _corpus(n_transcripts: int = 300, seed: int = 0) -> list[str]:
     from selfevolve.embedded.transcripts import arith_transcripts
 
-    return [m["content"] for t in arith_transcripts(n_transcripts, seed=seed) for m in t]
+    return [m["content"] for _, t in arith_transcripts(n_transcripts, seed=seed) for m in t]
 
 
 def build_tiny_model(path: Path, seed: int = 0, weight_std: float | None = None) -> Path:

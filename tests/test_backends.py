@@ -27,7 +27,8 @@ def conversations() -> list[list[dict[str, str]]]:
     """Prompts of very different lengths (about 8 to 110 tokens)."""
     from selfevolve.embedded.transcripts import arith_transcripts
 
-    convs = [t[:1] for t in arith_transcripts(10, seed=1)]
+    every_role = {"solver": 1, "challenger": 1, "planner": 1, "critic_question": 1, "critic_plan": 1}
+    convs = [t[:1] for _, t in arith_transcripts(10, seed=1, role_weights=every_role)]
     convs += [user("hi"), user("Compute 7 + 5."), [{"role": "system", "content": "Be brief."}, *user("Compute 12 * 3.")]]
     return convs
 

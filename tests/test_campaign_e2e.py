@@ -25,10 +25,10 @@ BIN = Path(sys.executable).parent
 
 SMALL = {
     "campaign": "e2e",
-    "bootstrap": {"steps": 20, "transcripts": 400, "batch_size": 16},
-    "seeds": {"size": 40, "heldout_size": 16},
+    "bootstrap": {"steps": 20, "transcripts": 400, "batch_size": 16, "probe_questions": 4, "frontier_k": 2},
+    "seeds": {"size": 40, "heldout_size": 8, "val_size": 4},
     "sampling": {"max_new_tokens": 40},
-    "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2},
+    "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2, "frontier_band": [0.0, 1.0]},
     "rl": {"steps": 3, "batch_size": 4, "eval_every": 2, "eval_questions": 6},
     "sft": {"steps": 2, "batch_size": 2},
     "mass": {"generations": 1, "population": 2, "eval_questions": 3, "questions": 4, "trajectories_per_question": 1, "max_tokens_per_run": 256},
@@ -90,12 +90,14 @@ def test_every_stage_output_exists(campaign):
     root = campaign["root"]
     for c in ("c1", "c2"):
         for f in ("challenge.jsonl", "critic_questions.jsonl", "solve_set.jsonl", "plans.jsonl", "critic_plans.jsonl", "attempts.jsonl",
-                  "verdicts.jsonl", "rollouts.jsonl", "pool.jsonl", "rl_dataset.jsonl", "sft_dataset.jsonl", "eval/heldout.jsonl",
-                  "mass/champions.json"):
+                  "verdicts.jsonl", "rollouts.jsonl", "pool.jsonl", "rl_dataset.jsonl", "self_labels.jsonl", "replay.jsonl",
+                  "sft_dataset.jsonl", "eval/heldout.jsonl", "mass/champions.json"):
             assert (root / "data" / "cycles" / c / f).exists(), (c, f)
         assert (root / "models" / c / "config.json").exists() and (root / "models" / f"{c}-rl" / "rl.json").exists()
         m = json.loads((root / "metrics" / c / "evaluate.json").read_text())
         assert 0.0 <= m["heldout_accuracy"] <= 1.0 and m["heldout_n"] == 16
+        # held-out split in two (seed forms: retention; frontier: never supervised), tested against the base model
+        assert m["heldout_seed_n"] == m["heldout_frontier_n"] == 8 and 0.0 <= m["heldout_frontier_p_vs_base"] <= 1.0
         # the MASS benchmark of the cycle: its champion vs the single agent on the same held-out questions
         assert m["mass_heldout_n"] == 6 and 0.0 <= m["mass_champion_accuracy"] <= 1.0 and "mass_single_agent_accuracy" in m
         mass_rows = json.loads((root / "data" / "cycles" / c / "eval" / "mass.json").read_text())
@@ -146,7 +148,8 @@ def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
     keys = [(r.data.tags["selfevolve.cycle"], r.data.tags["selfevolve.stage"]) for r in stages]
     assert len(keys) == len(set(keys)) == 3 + 2 * 12
     c1 = next(p for p in parents if p.data.tags["selfevolve.cycle"] == "c1")
-    for metric in ("pool_size", "critic_question_pass_rate", "solver_accuracy", "reward_solver", "heldout_accuracy"):
+    for metric in ("pool_size", "critic_question_pass_rate", "solver_accuracy", "reward_solver", "heldout_accuracy",
+                   "heldout_frontier_accuracy", "heldout_seed_accuracy"):
         assert metric in c1.data.metrics, metric
     rl_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "train_rl" and r.data.tags["selfevolve.cycle"] == "c1")
     assert len(client.get_metric_history(rl_run.info.run_id, "loss")) == 3  # per step

@@ -22,15 +22,44 @@ def test_arith_answers_exact_and_deterministic():
 
 
 @pytest.mark.parametrize("text, value", [("Compute 3 + 4.", 7), ("What is 7 - 12?", -5), ("compute 12 * 3", 36),
-                                         ("Compute 10 - 3 - 2.", 5)])
+                                         ("Compute 10 - 3 - 2.", 5), ("Compute 2 + 3 * 4.", 14), ("Compute 2 * 3 * 4", 24)])
 def test_parse_expression(text, value):
     nums, ops = arith.parse_expression(text)
     assert arith.evaluate(nums, ops) == value
 
 
-@pytest.mark.parametrize("text", ["Compute 3 + .", "hello", "", "Compute 3 ** 4", "Compute 2 * 3 * 4", None, "9" * 600])
+@pytest.mark.parametrize("text", ["Compute 3 + .", "hello", "", "Compute 3 ** 4", "Compute 1 + 2 + 3 + 4 + 5.", None, "9" * 600,
+                                  "Compute " + "9" * 41 + " + 1."])
 def test_parse_expression_rejects(text):
     assert arith.parse_expression(text) is None
+
+
+def test_arith_ladder_forms_levels_and_frontier():
+    assert arith.parse_form("4+3") == ("+", (4, 3)) and arith.level((4, 3)) == 4 and arith.level((3, 3, 2)) == 4
+    for bad in ("4+", "4+3-2", "0+1", "1*2", "1+1+1+1+1", "41+1"):
+        with pytest.raises(ValueError):
+            arith.parse_form(bad)
+    seed = arith.seed_forms(3, (4, 5), 2)
+    assert len(seed) == 9 + 8 and "4+2" in seed and "2+5" in seed and "4+3" not in seed
+    frontier = arith.frontier_forms(4, 3)
+    assert frontier == ["4+3", "3+4", "4+4"] and not set(frontier) & set(seed)
+    for q in arith.generate(60, seed=2, forms=frontier, split="frontier"):
+        nums, ops = arith.parse_expression(q.text)
+        assert arith.form_of(nums, ops) == q.meta["form"] in frontier and q.level == 4
+        assert q.meta["split"] == "frontier" and q.categories()["split"] == "frontier"
+        assert q.meta["worked"].endswith(f"={q.spec.answer}") and str(sum(nums)) == q.spec.answer
+
+
+def test_harder_form_climbs_one_step():
+    import random
+
+    rng = random.Random(0)
+    for form in ("3+3", "4+2", "1+1", "2+2+1"):
+        op, digits = arith.parse_form(form)
+        for _ in range(30):
+            new = arith.parse_form(arith.harder_form(form, rng))[1]
+            grown = len(new) > len(digits) or sum(new) == sum(digits) + 1
+            assert grown and arith.level(new) in (arith.level(digits), arith.level(digits) + 1)
 
 
 def test_tiny_code_reference_solutions_pass_their_tests():
@@ -50,7 +79,13 @@ def test_arith_seed_splits_are_disjoint(tmp_path):
     p = Params()
     pool, val, held = load_seed_set(p, tmp_path)
     assert not ({q.text for q in pool} & {q.text for q in held}) and not ({q.text for q in val} & {q.text for q in held})
-    assert len(held) == p.seeds.heldout_size
+    assert not {q.text for q in pool} & {q.text for q in val}
+    assert len(held) == 2 * p.seeds.heldout_size and len(val) == 2 * p.seeds.val_size
+    from collections import Counter
+
+    assert Counter(q.meta["split"] for q in held) == {"seed": p.seeds.heldout_size, "frontier": p.seeds.heldout_size}
+    frontier = {q.meta["form"] for q in held if q.meta["split"] == "frontier"}
+    assert frontier == {"4+3", "3+4", "4+4"} and not frontier & {q.meta["form"] for q in pool}
 
 
 def test_paper_seed_set(bench_dir):
@@ -110,7 +145,7 @@ def test_seed_file_set_and_malformed_seed_file(tmp_path):
     qs = arith.generate(30, seed=5)
     write_jsonl(tmp_path / "mine.jsonl", qs)
     p = Params()
-    p.seeds.set, p.seeds.size, p.seeds.heldout_size = "mine.jsonl", 20, 6
+    p.seeds.set, p.seeds.size, p.seeds.heldout_size, p.seeds.val_size = "mine.jsonl", 20, 6, 3
     pool, val, held = load_seed_set(p, tmp_path)
     assert (len(pool), len(val), len(held)) == (20, 3, 6)
     assert {q.id for q in pool + val + held} <= {q.id for q in qs}

@@ -121,7 +121,7 @@ def test_server_errors(server):
 def test_openai_backend_against_selfevolve_serve_matches_hf(server, local_hf):
     from selfevolve.embedded.transcripts import arith_transcripts
 
-    convs = [t[:1] for t in arith_transcripts(6, seed=2)] + [user("hi")]
+    convs = [t[:1] for _, t in arith_transcripts(6, seed=2)] + [user("hi")]
     backend = OpenAIBackend(f"{server}/v1", "tiny", timeout_s=60, max_retries=1, max_concurrency=4)
     try:
         s = SamplingConfig(max_new_tokens=10, n=2, **GREEDY)

@@ -16,8 +16,9 @@ def built(tmp_path_factory):
     p = Params()
     p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 200, 8
     out = tmp_path_factory.mktemp("boot")
-    s1 = run_bootstrap(p, out / "a")
-    s2 = run_bootstrap(p, out / "b")
+    s1, rows = run_bootstrap(p, out / "a")
+    s2, _ = run_bootstrap(p, out / "b")
+    assert len(rows) == 200 and {r.role for r in rows} == {"solver", "challenger", "planner", "critic"}
     return out, s1, s2
 
 
@@ -76,5 +77,5 @@ def _tok():
     if not _TOK:
         from selfevolve.embedded.tinymodel import build_tokenizer
 
-        _TOK.append(build_tokenizer([m["content"] for t in arith_transcripts(300) for m in t], vocab_size=512))
+        _TOK.append(build_tokenizer([m["content"] for _, t in arith_transcripts(300) for m in t], vocab_size=512))
     return _TOK[0]

@@ -46,7 +46,7 @@ def make_backend(model_params: "ModelParams", model_path: str | os.PathLike | No
     if kind == "hf":
         from selfevolve.backends.hf import HFBackend
 
-        return HFBackend(path, **{"dtype": model_params.dtype, "device": model_params.device,
+        return HFBackend(path, **{"dtype": model_params.dtype, "device": model_params.device, "batch_size": model_params.batch_size,
                                   "max_model_len": model_params.max_model_len, "adapter_path": adapter_path, **overrides})
     if kind == "vllm":
         from selfevolve.backends.vllm_backend import VLLMBackend

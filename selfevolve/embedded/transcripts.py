@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from selfevolve.records import Question
+from selfevolve.records import Question, Rollout
 from selfevolve.roles.templates import messages
 from selfevolve.questions import arith
 
@@ -23,8 +23,12 @@ PLANS = {
 }
 
 
+#: Share of each role in the warm-start transcripts.
+ROLE_WEIGHTS = {"solver": 0.7, "challenger": 0.1, "planner": 0.06, "critic_question": 0.08, "critic_plan": 0.06}
+
+
 def plan_text(ops: list[str]) -> str:
-    key = ops[0] if len(ops) == 1 else "mix"
+    key = ops[0] if len(set(ops)) == 1 else "mix"
     return " ".join(f"{i}. {s}" for i, s in enumerate(PLANS[key], 1))
 
 
@@ -45,38 +49,62 @@ def _corrupt(rng: random.Random, text: str) -> str:
     return "".join(rng.sample(text, len(text)))
 
 
-def _chat(role: str, completion: str, **fields) -> list[dict[str, str]]:
-    return messages(role, **fields) + [{"role": "assistant", "content": completion}]
+Chat = list[dict[str, str]]
+#: The SAGE role of each prompt template (the Critic has one per target).
+SAGE_ROLE = {"solver": "solver", "challenger": "challenger", "planner": "planner", "critic_question": "critic",
+             "critic_plan": "critic"}
 
 
-def arith_transcripts(n: int, seed: int = 0, levels=arith.SEED_LEVELS) -> list[list[dict[str, str]]]:
-    """``n`` role transcripts over the seed levels, mixed Solver 55 %, Challenger 15 %, Planner 10 %,
-    Critic of questions 10 %, Critic of plans 10 %. The Challenger's new questions go up to one
-    level above its reference (so up to level 6, leaving room to push). Deterministic for ``seed``.
+def _chat(role: str, completion: str, **fields) -> tuple[str, Chat]:
+    return SAGE_ROLE[role], messages(role, **fields) + [{"role": "assistant", "content": completion}]
 
-    Most of the budget goes to the Solver: its accuracy is what the cycle's rewards need to have
-    spread (GRPO/REINFORCE++ groups with all-zero rewards carry no signal)."""
+
+def as_rows(transcripts: list[tuple[str, Chat]], prefix: str = "warm") -> list[Rollout]:
+    """Role-tagged transcripts as training rows (prompt = the user turn, completion = the reply)."""
+    return [Rollout(id=f"{prefix}-{i}", role=role, group=f"{prefix}-{i}", question_id="", prompt=chat[0]["content"],
+                    completion=chat[1]["content"], reward=1.0, detail={"source": "warm_start"})
+            for i, (role, chat) in enumerate(transcripts)]
+
+
+def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None,
+                      role_weights: dict[str, float] | None = None) -> list[tuple[str, Chat]]:
+    """``n`` role transcripts over the arith ``forms`` (default: ``arith.seed_forms()``), deterministic
+    for ``seed``. Roles are mixed by ``role_weights`` (default ``ROLE_WEIGHTS``: mostly Solver, whose
+    accuracy is what everything else builds on).
+
+    * Solver: the question (with the role's plan in half of them) -> worked scratchpad + answer.
+    * Challenger: a reference question of one form -> a new question one step up the ladder
+      (``arith.harder_form``) or of the same form, with its answer (no worked steps: the environment
+      computes the reference of an arithmetic question, the Challenger's answer is only scored).
+    * Planner: the op's short plan. Critic: well-formed questions of the forms and one step up score
+      high, corrupted ones low; the right plan scores high, another op's plan low.
+    """
+    from selfevolve.questions.arith import harder_form
+
+    forms = forms or arith.seed_forms()
+    weights = role_weights or ROLE_WEIGHTS
+    roles, cum = list(weights), list(weights.values())
     rng = random.Random(seed)
-    out: list[list[dict[str, str]]] = []
-    roles = ["solver"] * 11 + ["challenger"] * 3 + ["planner"] * 2 + ["critic_question"] * 2 + ["critic_plan"] * 2
+    out: list[tuple[str, Chat]] = []
     for i in range(n):
-        level = rng.choice(levels)
-        q = arith.make_question(rng, level, f"t{i}")
+        form = rng.choice(forms)
+        q = arith.make_question(rng, form, f"t{i}")
         ops = q.meta["ops"]
-        role = rng.choice(roles)
+        role = rng.choices(roles, weights=cum)[0]
         if role == "solver":
             plan = plan_text(ops) if rng.random() < 0.5 else None
             out.append(_chat("solver", solver_completion(q), question=q.text, domain="math", plan=plan))
         elif role == "challenger":
-            new = arith.make_question(rng, min(level + rng.choice([0, 0, 1]), max(arith.LEVELS)), f"t{i}n")
+            new = arith.make_question(rng, harder_form(form, rng) if rng.random() < 0.67 else form, f"t{i}n")
             ref = f"{q.text} Answer: {q.spec.answer}"
-            out.append(_chat("challenger", f"<question>{new.text}</question><think>{new.meta['worked']}</think><answer>{new.spec.answer}</answer>",
+            out.append(_chat("challenger", f"<question>{new.text}</question><answer>{new.spec.answer}</answer>",
                              domain="math", reference=ref))
         elif role == "planner":
             out.append(_chat("planner", f"<plan>{plan_text(ops)}</plan>", question=q.text))
         elif role == "critic_question":
             if rng.random() < 0.5:
-                out.append(_chat("critic_question", f"<score>{rng.choice([8, 9, 9, 10])}</score>", question=q.text))
+                good = q if rng.random() < 0.5 else arith.make_question(rng, harder_form(form, rng), f"t{i}h")
+                out.append(_chat("critic_question", f"<score>{rng.choice([8, 9, 9, 10])}</score>", question=good.text))
             else:
                 out.append(_chat("critic_question", f"<score>{rng.choice([1, 2, 2, 3])}</score>", question=_corrupt(rng, q.text)))
         else:
@@ -89,8 +117,8 @@ def arith_transcripts(n: int, seed: int = 0, levels=arith.SEED_LEVELS) -> list[l
     return out
 
 
-def code_transcripts(questions: list[Question], n: int, seed: int = 0) -> list[list[dict[str, str]]]:
-    """Role transcripts for code seed items (Solver with the reference solution, Challenger
+def code_transcripts(questions: list[Question], n: int, seed: int = 0) -> list[tuple[str, Chat]]:
+    """(SAGE role, chat) transcripts for code seed items (Solver with the reference solution, Challenger
     writing another item's question/tests/solution, Critic and Planner). Deterministic."""
     rng = random.Random(seed)
     out = []

@@ -1,9 +1,11 @@
 """``bootstrap`` stage: build the embedded default model from nothing (no hub, no GPU).
 
-1. Render role transcripts of all four SAGE roles from the seed set (``seeds.transcripts``).
+1. Render role transcripts of all four SAGE roles from the seed set (``embedded.transcripts``).
 2. Train a byte-level BPE tokenizer on them (``tinymodel.build_tokenizer``).
 3. Build a small Llama from a config (``tinymodel.build_model``).
-4. Warm-start it with TRL's ``SFTTrainer`` on the transcripts (assistant tokens only in the loss).
+4. Warm-start it on the transcripts (completion tokens only in the loss) with the training loop
+   every cycle uses (``selfevolve.training.loop.fit``): AdamW on a warm-up / stable / decay
+   schedule, bfloat16 matmuls on the CPU (``model.train_precision``).
 5. ``save_pretrained`` model and tokenizer to the output directory, with ``bootstrap.json``
    (sizes, loss curve, wall time).
 
@@ -16,96 +18,81 @@ import json
 import logging
 import time
 from pathlib import Path
+from statistics import fmean
 
 from selfevolve.config import Params
 
 log = logging.getLogger(__name__)
 
 
-def warm_start_chats(params: Params, seed_questions=None) -> list[list[dict[str, str]]]:
-    """The transcripts the warm start trains on, for the configured seed set."""
+def warm_start_transcripts(params: Params, seed_questions=None) -> list[tuple[str, list[dict[str, str]]]]:
+    """The (SAGE role, chat) transcripts the warm start trains on, for the configured seed set."""
     from selfevolve.embedded import transcripts
+    from selfevolve.questions.seed_sets import arith_forms
 
     n = params.bootstrap.transcripts
+    seed_forms = arith_forms(params)[0]
     if params.seeds.set == "arith":
-        return transcripts.arith_transcripts(n, seed=params.seed)
+        return transcripts.arith_transcripts(n, seed=params.seed, forms=seed_forms)
     qs = [q for q in (seed_questions or []) if q.domain == "code"]
     chats = transcripts.code_transcripts(qs, n // 2, seed=params.seed) if qs else []
-    return chats + transcripts.arith_transcripts(n - len(chats), seed=params.seed)
+    return chats + transcripts.arith_transcripts(n - len(chats), seed=params.seed, forms=seed_forms)
 
 
-def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None) -> dict:
+def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None) -> tuple[dict, list]:
     """Build, warm-start and save the tiny model to ``out_dir``. Returns the summary dict
-    (``parameters``, ``vocab_size``, ``final_loss``, ``seconds``, ``loss_curve``).
+    (``parameters``, ``vocab_size``, ``final_loss``, ``seconds``, ``loss_curve``) and the training
+    rows (``Rollout`` records: the transcripts, which later cycles replay).
 
     Raises ``ValueError`` if the transcripts are empty.
     """
     import torch
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import SFTConfig, SFTTrainer
 
     from selfevolve.embedded import tinymodel
+    from selfevolve.embedded.transcripts import as_rows
+    from selfevolve.training.loop import fit
 
     t0 = time.time()
     out_dir = Path(out_dir)
     bp = params.bootstrap
     torch.manual_seed(params.seed)
-    chats = warm_start_chats(params, seed_questions)
-    if not chats:
+    transcripts = warm_start_transcripts(params, seed_questions)
+    if not transcripts:
         raise ValueError("no warm-start transcripts: the seed set is empty")
-    tok = tinymodel.build_tokenizer((m["content"] for c in chats for m in c), vocab_size=bp.vocab_size)
+    tok = tinymodel.build_tokenizer((m["content"] for _, c in transcripts for m in c), vocab_size=bp.vocab_size)
     model = tinymodel.build_model(tok, hidden_size=bp.hidden_size, num_layers=bp.num_layers, num_heads=bp.num_heads,
                                   intermediate_size=bp.intermediate_size, max_position_embeddings=bp.max_position_embeddings,
                                   seed=params.seed)
     n_params = sum(p.numel() for p in model.parameters())
-    log.info("tiny model: %d parameters, vocabulary %d, %d transcripts", n_params, len(tok), len(chats))
+    log.info("tiny model: %d parameters, vocabulary %d, %d transcripts", n_params, len(tok), len(transcripts))
+    rows = as_rows(transcripts)
+    order = list(range(len(rows)))
 
-    curve: list[dict] = []
+    def draw(rng):  # epochs over the transcripts in a seeded order
+        batch = []
+        for _ in range(bp.batch_size):
+            if not order:
+                order.extend(range(len(rows)))
+            if len(order) == len(rows):
+                rng.shuffle(order)
+            batch.append(rows[order.pop()])
+        return batch
 
-    class _Curve(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kw):
-            if logs and "loss" in logs:
-                curve.append({"step": state.global_step, "loss": float(logs["loss"])})
-
-    ds = Dataset.from_list([{"messages": c} for c in chats])
-    work = out_dir.parent / f".{out_dir.name}.trainer"
-    cfg = SFTConfig(
-        output_dir=str(work),
-        max_steps=bp.steps,
-        per_device_train_batch_size=bp.batch_size,
-        learning_rate=bp.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=min(50, bp.steps // 10),
-        weight_decay=0.0,
-        logging_steps=max(1, bp.steps // 20),
-        save_strategy="no",
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        seed=params.seed,
-        data_seed=params.seed,
-        assistant_only_loss=True,
-        max_length=bp.max_position_embeddings,
-        dataloader_num_workers=0,
-        disable_tqdm=False,
-    )
-    trainer = SFTTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[_Curve()])
-    trainer.train()
+    curve = fit(model, tok, draw, steps=bp.steps, learning_rate=bp.learning_rate, warmup_steps=min(50, bp.steps // 10),
+                decay_steps=round(bp.steps * bp.decay_fraction), min_lr_ratio=0.01, max_length=bp.max_position_embeddings,
+                seed=params.seed, precision=params.model.train_precision, desc="bootstrap (warm start)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(out_dir)
+    model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
+    every = max(1, bp.steps // 50)
     summary = {
         "parameters": n_params,
         "vocab_size": len(tok),
-        "transcripts": len(chats),
+        "transcripts": len(transcripts),
         "steps": bp.steps,
-        "final_loss": curve[-1]["loss"] if curve else None,
-        "loss_curve": curve,
+        "final_loss": fmean(r["loss"] for r in curve[-every:]) if curve else None,
+        "loss_curve": [r for r in curve if r["step"] % every == 0],
         "seconds": round(time.time() - t0, 2),
     }
     (out_dir / "bootstrap.json").write_text(json.dumps(summary, indent=2))
-    import shutil
-
-    shutil.rmtree(work, ignore_errors=True)
-    return summary
+    return summary, rows

@@ -1,54 +1,105 @@
-"""The ``arith`` seed set: procedurally generated integer-arithmetic questions with exact answers.
+"""The ``arith`` seed set: an open-ended ladder of integer-arithmetic questions with exact answers.
 
-Levels (1 = easiest) leave the Challenger room to push difficulty up:
+A question's *form* is its operator and the digit count of each operand, written ``"4+2"`` (a
+4-digit number plus a 2-digit one) or ``"3+3+2"``; its *level* is its largest operand's digit
+count plus one per operand beyond two. The ladder has no top: a Challenger can always go one step
+harder by adding a digit to an operand or adding an operand.
 
-=====  =====================================  ==========
-level  form                                   example
-=====  =====================================  ==========
-1      1-digit + 1-digit                      3 + 5
-2      2-digit + 1-digit, 1-digit - 1-digit   47 + 8
-3      2-digit + 2-digit                      47 + 85
-4      2-digit - 2-digit (may be negative)    38 - 71
-5      2-digit x 1-digit                      47 * 6
-6      3-digit + 3-digit                      507 + 698
-7      three 2-digit operands, + and -        47 + 85 - 19
-=====  =====================================  ==========
+The embedded campaign's seed set (``seed_forms``) is every sum of two operands of 1 to
+``seed_digits`` digits, plus *footholds*: an n-digit number plus a 1- or 2-digit one, in both orders,
+for n beyond the seed levels (``foothold_digits``). A model trained on plain 1-3 digit sums writes
+exactly the 3 columns it saw and solves no 4-digit sum, not even by sampling (nothing to learn
+from). The footholds teach it to write n columns, which gives it a small success rate one step
+further: measured on the embedded model, 4-digit + 3-digit sums 6 % greedy and 20 % pass@8, 5 + 3
+digits 37 % greedy; with 1-digit footholds only, the 4-digit sums stayed at 0 % (pass@8 under 1 %).
+Self-improvement grows from there. The *frontier* (``frontier_forms``) of level L is every
+two-operand form with L digits in its larger operand and more digits than the footholds in the
+other: never supervised, only reached by the Challenger's questions.
 
 Worked solutions use a least-significant-digit-first scratchpad inside ``<think>``: a small
 transformer learns column arithmetic written this way far more easily than whole answers
-(measured: 2-digit addition went from 18 % to 99 % held-out within a minute of SFT on 2 cores
-once digits were written this way).
+(measured: 2-digit addition went from 18 % to 99 % held-out within a minute of SFT on 2 cores once
+digits were written this way). Sources of the regime: Lee et al. 2025, "Self-Improving Transformers
+Overcome Easy-to-Hard and Length Generalization Challenges" (arXiv 2502.01612).
 """
 
 from __future__ import annotations
 
 import random
 import re
+from typing import Iterable, Sequence
 
 from selfevolve.records import MathSpec, Question
 
-LEVELS = (1, 2, 3, 4, 5, 6, 7)
-SEED_LEVELS = (1, 2, 3, 4, 5)  # seed set and held-out; levels 6-7 are left for the Challenger to reach
+OPS = ("+", "-", "*")
 _EXPR = re.compile(r"^\s*-?\d+(\s*[-+*]\s*-?\d+)+\s*$")
+MAX_DIGITS = 40        # the ladder's practical top (answers stay exact Python integers)
+MAX_OPERANDS = 4
 
 
-def _operands(rng: random.Random, level: int) -> tuple[list[int], list[str]]:
-    d1, d2, d3 = (lambda: rng.randint(0, 9)), (lambda: rng.randint(10, 99)), (lambda: rng.randint(100, 999))
-    if level == 1:
-        return [d1(), d1()], ["+"]
-    if level == 2:
-        return ([d2(), d1()], ["+"]) if rng.random() < 0.5 else (sorted([d1(), d1()], reverse=True), ["-"])
-    if level == 3:
-        return [d2(), d2()], ["+"]
-    if level == 4:
-        return [d2(), d2()], ["-"]
-    if level == 5:
-        return [d2(), rng.randint(2, 9)], ["*"]
-    if level == 6:
-        return [d3(), d3()], ["+"]
-    if level == 7:
-        return [d2(), d2(), d2()], [rng.choice("+-"), rng.choice("+-")]
-    raise ValueError(f"arith level must be one of {LEVELS}, got {level}")
+# ------------------------------------------------------------------------------------------
+# forms and levels
+# ------------------------------------------------------------------------------------------
+
+
+def form_name(op: str, digits: Sequence[int]) -> str:
+    """``("+", (4, 2))`` -> ``"4+2"``."""
+    return op.join(str(d) for d in digits)
+
+
+def parse_form(name: str) -> tuple[str, tuple[int, ...]]:
+    """``"4+2"`` -> ``("+", (4, 2))``. Raises ``ValueError`` for anything else (one operator, 2 to
+    ``MAX_OPERANDS`` operands of 1 to ``MAX_DIGITS`` digits; ``*`` takes a 1-digit second operand)."""
+    m = re.fullmatch(r"(\d+)(?:([-+*])(\d+))+", name or "")
+    ops = set(re.findall(r"[-+*]", name or ""))
+    if not m or len(ops) != 1:
+        raise ValueError(f"not an arith form: {name!r} (expected e.g. '4+2' or '3+3+2')")
+    op = ops.pop()
+    digits = tuple(int(x) for x in re.split(r"[-+*]", name))
+    if not 2 <= len(digits) <= MAX_OPERANDS or not all(1 <= d <= MAX_DIGITS for d in digits):
+        raise ValueError(f"arith form {name!r}: 2 to {MAX_OPERANDS} operands of 1 to {MAX_DIGITS} digits")
+    if op == "*" and (len(digits) != 2 or digits[1] != 1):
+        raise ValueError(f"arith form {name!r}: products take a 1-digit second operand")
+    return op, digits
+
+
+def level(digits: Sequence[int]) -> int:
+    """The ladder's level of a form: largest operand's digits, plus one per operand beyond two."""
+    return max(digits) + len(digits) - 2
+
+
+def seed_forms(seed_digits: int = 3, foothold_digits: Iterable[int] = (4, 5), foothold_short: int = 2, op: str = "+") -> list[str]:
+    """The warm start's forms: every pair of 1..``seed_digits``-digit operands, plus the footholds
+    n + k and k + n for every n in ``foothold_digits`` and k = 1..``foothold_short``."""
+    forms = [form_name(op, (a, b)) for a in range(1, seed_digits + 1) for b in range(1, seed_digits + 1)]
+    for n in foothold_digits:
+        for k in range(1, foothold_short + 1):
+            forms += [form_name(op, (n, k)), form_name(op, (k, n))]
+    return list(dict.fromkeys(forms))
+
+
+def frontier_forms(lvl: int, min_short: int = 3, op: str = "+") -> list[str]:
+    """Two-operand forms of level ``lvl`` with at least ``min_short`` digits in the shorter operand
+    (the forms the footholds do not cover), both orders."""
+    forms = []
+    for k in range(min_short, lvl + 1):
+        forms += [form_name(op, (lvl, k)), form_name(op, (k, lvl))]
+    return list(dict.fromkeys(forms))
+
+
+def forms_of_levels(levels: Iterable[int], op: str = "+") -> list[str]:
+    """Every two-operand form whose level is in ``levels`` (both orders, any shorter operand)."""
+    return [form_name(op, (a, b)) for lv in levels for a in range(1, lv + 1) for b in range(1, lv + 1) if max(a, b) == lv]
+
+
+# ------------------------------------------------------------------------------------------
+# values and worked solutions
+# ------------------------------------------------------------------------------------------
+
+
+def operand(rng: random.Random, digits: int) -> int:
+    """A uniformly drawn number with exactly ``digits`` digits (0-9 for one digit)."""
+    return rng.randint(0, 9) if digits == 1 else rng.randint(10 ** (digits - 1), 10 ** digits - 1)
 
 
 def expression_text(nums: list[int], ops: list[str]) -> str:
@@ -59,13 +110,17 @@ def expression_text(nums: list[int], ops: list[str]) -> str:
 
 
 def evaluate(nums: list[int], ops: list[str]) -> int:
-    """Left-to-right value with * binding tighter (the forms above have at most one *)."""
-    if "*" in ops:
-        assert len(nums) == 2
-        return nums[0] * nums[1]
-    total = nums[0]
+    """The value with ``*`` binding tighter than ``+`` and ``-`` (left to right otherwise)."""
+    terms, signs = [nums[0]], []
     for op, n in zip(ops, nums[1:]):
-        total = total + n if op == "+" else total - n
+        if op == "*":
+            terms[-1] = terms[-1] * n
+        else:
+            signs.append(op)
+            terms.append(n)
+    total = terms[0]
+    for op, t in zip(signs, terms[1:]):
+        total = total + t if op == "+" else total - t
     return total
 
 
@@ -127,7 +182,8 @@ def _mul_steps(a: int, b: int) -> list[str]:
 
 
 def scratchpad(nums: list[int], ops: list[str]) -> str:
-    """The worked steps (without tags) for an expression, left to right."""
+    """The worked steps (without tags) for an expression, left to right (products of a 1-digit
+    second operand as generated here; a product elsewhere gets its value only)."""
     acc, lines = nums[0], []
     for op, n in zip(ops, nums[1:]):
         if op == "+":
@@ -137,39 +193,62 @@ def scratchpad(nums: list[int], ops: list[str]) -> str:
             lines += _sub_steps(acc, n) if acc >= 0 else [f"{acc}-{n}"] + _add_steps(-acc, n)
             acc = acc - n
         else:
-            lines += _mul_steps(acc, n)
+            lines += _mul_steps(acc, n) if 0 <= n <= 9 and acc >= 0 else [f"{acc}*{n}"]
             acc = acc * n
         lines.append(f"={acc}")
     return " ".join(lines)
 
 
-def make_question(rng: random.Random, level: int, qid: str) -> Question:
-    nums, ops = _operands(rng, level)
+def make_question(rng: random.Random, form: str, qid: str, split: str | None = None) -> Question:
+    """One question of ``form`` (e.g. ``"4+2"``), ids ``qid``; ``split`` (``seed``/``frontier``)
+    goes into ``meta`` and the categories results are broken down by."""
+    op, digits = parse_form(form)
+    nums = [operand(rng, d) for d in digits]
+    ops = [op] * (len(nums) - 1)
     expr = expression_text(nums, ops)
-    value = evaluate(nums, ops)
-    return Question(
-        id=qid,
-        domain="math",
-        text=f"Compute {expr}.",
-        spec=MathSpec(answer=str(value)),
-        level=level,
-        source="seed:arith",
-        meta={"expression": expr, "nums": nums, "ops": ops, "worked": scratchpad(nums, ops)},
-    )
+    meta = {"expression": expr, "nums": nums, "ops": ops, "worked": scratchpad(nums, ops), "form": form,
+            "categories": ["form"] + (["split"] if split else [])}
+    if split:
+        meta["split"] = split
+    return Question(id=qid, domain="math", text=f"Compute {expr}.", spec=MathSpec(answer=str(evaluate(nums, ops))),
+                    level=level(digits), source="seed:arith", meta=meta)
 
 
-def generate(n: int, seed: int = 0, levels: tuple[int, ...] = SEED_LEVELS, prefix: str = "arith",
-             weights: tuple[float, ...] | None = None) -> list[Question]:
-    """``n`` questions with levels drawn from ``levels`` (uniform unless ``weights``);
-    deterministic for a given ``seed``. Ids are ``{prefix}-{i:05d}``."""
+def generate(n: int, seed: int = 0, forms: Sequence[str] | None = None, prefix: str = "arith", split: str | None = None,
+             levels: Iterable[int] | None = None) -> list[Question]:
+    """``n`` questions with forms drawn uniformly from ``forms`` (default: ``seed_forms()``; or every
+    two-operand form of ``levels``), deterministic for ``seed``. Ids are ``{prefix}-{i:05d}``."""
+    if forms is None:
+        forms = forms_of_levels(levels) if levels is not None else seed_forms()
+    forms = list(forms)
+    for f in forms:
+        parse_form(f)
     rng = random.Random(seed)
-    return [make_question(rng, rng.choices(levels, weights=weights)[0], f"{prefix}-{i:05d}") for i in range(n)]
+    return [make_question(rng, rng.choice(forms), f"{prefix}-{i:05d}", split) for i in range(n)]
+
+
+def harder_form(form: str, rng: random.Random, max_operands: int = 3) -> str:
+    """One step up the ladder from ``form``: a digit more on one operand (usually) or, for sums and
+    differences, one more operand."""
+    op, digits = parse_form(form)
+    if op != "*" and len(digits) < max_operands and rng.random() < 0.1:
+        return form_name(op, (*digits, 1))
+    i = 0 if op == "*" else rng.randrange(len(digits))
+    new = list(digits)
+    new[i] = min(MAX_DIGITS, new[i] + 1)
+    return form_name(op, new)
+
+
+# ------------------------------------------------------------------------------------------
+# reading questions the Challenger wrote
+# ------------------------------------------------------------------------------------------
 
 
 def parse_expression(text: str) -> tuple[list[int], list[str]] | None:
     """Find a pure integer expression in a question ("Compute 3 + 4.", "What is 7 - 12?").
 
-    Returns (operands, operators) or None when the text holds no such expression. Never raises.
+    Returns (operands, operators) or None when the text holds no such expression (or one off the
+    ladder: more than ``MAX_OPERANDS`` operands or ``MAX_DIGITS`` digits). Never raises.
     """
     if not isinstance(text, str) or len(text) > 500:
         return None
@@ -189,21 +268,20 @@ def parse_expression(text: str) -> tuple[list[int], list[str]] | None:
                 return None
             ops.append(t)
         expect_num = not expect_num
-    if len(nums) != len(ops) + 1 or len(nums) < 2 or ops.count("*") > 1 or any(abs(x) > 10**6 for x in nums):
+    if len(nums) != len(ops) + 1 or not 2 <= len(nums) <= MAX_OPERANDS or any(len(str(abs(x))) > MAX_DIGITS for x in nums):
         return None
     return nums, ops
 
 
+def form_of(nums: list[int], ops: list[str]) -> str:
+    """The form of an expression (``"mixed"`` operators are written with the first one's symbol
+    per position: ``"4+2-1"``)."""
+    parts = [str(len(str(abs(nums[0]))))]
+    for op, n in zip(ops, nums[1:]):
+        parts += [op, str(len(str(abs(n))))]
+    return "".join(parts)
+
+
 def level_of(nums: list[int], ops: list[str]) -> int:
-    """Best-matching level for an expression a Challenger wrote (for pool statistics)."""
-    width = max(len(str(abs(x))) for x in nums)
-    if len(nums) >= 3:
-        return 7
-    if "*" in ops:
-        return 5
-    if width >= 3:
-        return 6
-    if ops == ["-"]:
-        return 4 if width >= 2 else 2
-    small = min(len(str(abs(x))) for x in nums)
-    return 1 if width == 1 else (2 if small == 1 else 3)
+    """The ladder level of an expression a Challenger wrote (for pool statistics)."""
+    return level([len(str(abs(x))) for x in nums])

@@ -22,7 +22,9 @@ def _disjoint(questions: list[Question], taken: set[str]) -> list[Question]:
 def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question], list[Question], list[Question]]:
     """(seed pool, validation, held-out) for ``params.seeds.set``; texts never repeat across the three.
 
-    * ``arith``: generated (levels 1-5 for all three; the Challenger can go beyond).
+    * ``arith``: generated from the ladder (``seeds.arith``): the pool holds seed forms only; validation
+      and held-out hold ``val_size`` / ``heldout_size`` questions of the seed forms (``meta.split``
+      ``seed``: retention) and as many of the frontier forms (``frontier``: never supervised).
     * ``tiny-code``: generated small Python functions with assert tests.
     * ``paper``: GSM8K train, MATH train, HumanEval and MBPP train items (SAGE paper, 500 by
       default) from ``seeds.data_dir``; validation from MBPP validation ids + GSM8K train, held-out
@@ -34,14 +36,20 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
     ``RecordFileError`` (file, line, field) for a malformed seed file.
     """
     s = params.seeds
-    n_val = max(1, s.heldout_size // 2)
+    n_val = s.val_size
     if s.set == "arith":
         from selfevolve.questions import arith
 
+        seed_forms, frontier = arith_forms(params)
         taken: set[str] = set()
-        pool = _disjoint(arith.generate(s.size, seed=params.seed, prefix="seed"), taken)
-        val = _disjoint(arith.generate(n_val * 2, seed=params.seed + 10_001, prefix="val"), taken)[:n_val]
-        held = _disjoint(arith.generate(s.heldout_size * 2, seed=params.seed + 20_002, prefix="heldout"), taken)[: s.heldout_size]
+
+        def draw(n: int, offset: int, forms: list[str], prefix: str, split: str | None) -> list[Question]:
+            return _disjoint(arith.generate(n * 2, seed=params.seed + offset, forms=forms, prefix=prefix, split=split), taken)[:n]
+
+        held = (draw(s.heldout_size, 20_002, seed_forms, "heldout-seed", "seed")
+                + draw(s.heldout_size, 30_003, frontier, "heldout-frontier", "frontier"))
+        val = draw(n_val, 10_001, seed_forms, "val-seed", "seed") + draw(n_val, 40_004, frontier, "val-frontier", "frontier")
+        pool = draw(s.size, 0, seed_forms, "seed", None)
         return pool, val, held
     if s.set.endswith((".jsonl", ".json")):
         import random
@@ -63,3 +71,13 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
     if not data_dir.is_absolute():
         data_dir = Path(root) / data_dir
     return paper.load(data_dir, size=s.size, n_val=n_val, n_heldout=s.heldout_size, seed=params.seed)
+
+
+def arith_forms(params: Params) -> tuple[list[str], list[str]]:
+    """(seed forms, frontier forms) of the arith ladder for ``params.seeds.arith``."""
+    from selfevolve.questions import arith
+
+    a = params.seeds.arith
+    seed = [f for op in a.ops for f in arith.seed_forms(a.seed_digits, a.foothold_digits, a.foothold_short, op)]
+    frontier = [f for op in a.ops for lv in a.frontier_levels for f in arith.frontier_forms(lv, a.foothold_short + 1, op)]
+    return seed, frontier

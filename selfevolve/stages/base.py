@@ -22,9 +22,13 @@ def seeds(ctx: StageContext) -> dict:
 
 
 def bootstrap(ctx: StageContext) -> dict:
-    """Build the embedded tiny model into ``models/base``. When ``model.base`` names another model
-    (a hub id or local path from a preset), nothing is trained: ``models/base/reference.json``
-    records which model the campaign starts from."""
+    """Build the embedded tiny model into ``models/base`` and write its transcripts as the base
+    cycle's replay (``data/cycles/base/replay.jsonl``); then measure where it stands: greedy
+    accuracy per validation split and the frontier's pass@k at ``sampling.temperature``
+    (``bootstrap.frontier_k``): a frontier the model never solves, even by sampling, gives the cycles
+    nothing to learn from. When ``model.base`` names another model (a hub id or local path from a
+    preset), nothing is trained: ``models/base/reference.json`` records which model the campaign
+    starts from, and the replay is empty."""
     from selfevolve.embedded.warm_start import run_bootstrap
 
     out = ctx.base.model
@@ -32,6 +36,35 @@ def bootstrap(ctx: StageContext) -> dict:
     if params.model.base != EMBEDDED:
         out.mkdir(parents=True, exist_ok=True)
         (out / "reference.json").write_text(json.dumps({"model": params.model.base, "backend": params.model.backend}, indent=2))
-        return {"embedded": 0}
-    summary = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question))
-    return {"embedded": 1, **{k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}}
+        write_jsonl(ctx.base.replay, [])
+        write_jsonl(ctx.base.self_labels, [])
+        return {"embedded": 0, **standing(ctx)}
+    summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question))
+    write_jsonl(ctx.base.replay, rows)
+    write_jsonl(ctx.base.self_labels, [])  # the base cycle learned from no self-labels (every cycle reads its start's)
+    numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
+    return {"embedded": 1, "replay_rows": len(rows), **numbers, **standing(ctx)}
+
+
+def standing(ctx: StageContext) -> dict:
+    """Greedy accuracy of the base model on up to ``bootstrap.probe_questions`` validation questions
+    of each split (``bootstrap_<split>_accuracy``) and, on the frontier split, pass@k with
+    ``bootstrap.frontier_k`` samples (``bootstrap_frontier_pass_at_<k>``)."""
+    from collections import defaultdict
+
+    from selfevolve.evaluation.solve import evaluate_questions
+
+    bp = ctx.params.bootstrap
+    splits: dict[str, list[Question]] = defaultdict(list)
+    for q in read_jsonl(ctx.base.val, Question):
+        if len(splits[q.meta.get("split", "all")]) < bp.probe_questions:
+            splits[q.meta.get("split", "all")].append(q)
+    out: dict[str, float] = {}
+    with ctx.backend(ctx.base_model()) as backend:
+        for split, qs in sorted(splits.items()):
+            _, m = evaluate_questions(backend, qs, ctx.params, k=1, seed=ctx.seed(f"standing-{split}"))
+            out[f"bootstrap_{split}_accuracy"] = m["accuracy"]
+            if split == "frontier" and bp.frontier_k > 1:
+                _, m = evaluate_questions(backend, qs, ctx.params, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
+                out[f"bootstrap_frontier_pass_at_{bp.frontier_k}"] = m[f"pass_at_{bp.frontier_k}"]
+    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from statistics import fmean
 
+from selfevolve.pool import frontier_weights
 from selfevolve.records import ChallengerRollout, CodeSpec, MathSpec, Question, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
 from selfevolve.roles.templates import render
@@ -30,25 +31,49 @@ def _entry_point(code: str | None) -> str | None:
     return names[-1] if names else None
 
 
+def _same_number(answer: str | None, value: int) -> bool:
+    try:
+        return int((answer or "").strip().replace(",", "")) == value
+    except ValueError:
+        return False
+
+
 def challenger_question(out: parsers.ChallengerOutput, qid: str, parent: Question, cycle_index: int) -> Question | None:
-    """Turn a parsed Challenger completion into a ``Question`` (None when a required part is missing)."""
-    if not out.ok or not out.question:
+    """Turn a parsed Challenger completion into a ``Question`` (None when a required part is missing).
+
+    The reference comes from the environment wherever it can be computed: a question that is an
+    integer-arithmetic expression gets the expression's exact value as its answer
+    (``meta.reference = "environment"``; the Challenger's own answer is kept in
+    ``meta.challenger_answer`` and only scored). Other math questions take the Challenger's answer as
+    a pseudo-label (``meta.reference = "challenger"``) that counts only if the Solver's majority
+    agrees with it (the ``rewards`` stage). Code questions carry the Challenger's tests and reference
+    solution, which spec validation runs against each other."""
+    if not out.question:
         return None
+    common = {"id": qid, "domain": parent.domain, "text": out.question, "source": "challenger", "parent_id": parent.id,
+              "cycle": cycle_index}
     if parent.domain == "code":
+        if not out.ok:
+            return None
         spec = CodeSpec(tests=out.tests, reference_solution=out.reference_solution, entry_point=_entry_point(out.reference_solution))
-        level = None
-    else:
-        spec = MathSpec(answer=out.answer or "")
-        expr = arith.parse_expression(out.question)
-        level = arith.level_of(*expr) if expr else None
-    return Question(id=qid, domain=parent.domain, text=out.question, spec=spec, level=level, source="challenger",
-                    parent_id=parent.id, cycle=cycle_index)
+        return Question(spec=spec, meta={"reference": "challenger"}, **common)
+    expr = arith.parse_expression(out.question)
+    if expr is not None:
+        nums, ops = expr
+        value = arith.evaluate(nums, ops)
+        meta = {"reference": "environment", "challenger_answer": out.answer, "answer_agrees": _same_number(out.answer, value),
+                "form": arith.form_of(nums, ops), "expression": arith.expression_text(nums, ops), "categories": ["form"]}
+        return Question(spec=MathSpec(answer=str(value)), level=arith.level_of(nums, ops), meta=meta, **common)
+    if not out.ok:
+        return None
+    return Question(spec=MathSpec(answer=out.answer or ""), meta={"reference": "challenger"}, **common)
 
 
 def challenge(ctx: StageContext) -> dict:
     """Challenger: ``sage.questions_per_cycle`` new questions, each from a reference item drawn from
-    the previous pool; verifier specs validated (``selfevolve.verifiers.spec``). Writes
-    ``challenge.jsonl``. Raises ``ValueError`` when the previous pool is empty."""
+    the previous pool (questions on the Solver's frontier ``sage.frontier_boost`` times likelier,
+    ``selfevolve.pool.frontier_weights``); verifier specs validated (``selfevolve.verifiers.spec``).
+    Writes ``challenge.jsonl``. Raises ``ValueError`` when the previous pool is empty."""
     from selfevolve.verifiers.spec import validate_specs_batch
 
     params = ctx.params
@@ -56,7 +81,8 @@ def challenge(ctx: StageContext) -> dict:
     if not pool:
         raise ValueError(f"{ctx.init.pool} is empty: the Challenger needs reference items")
     rng = ctx.rng("challenge")
-    refs = [rng.choice(pool) for _ in range(params.sage.questions_per_cycle)]
+    weights = frontier_weights(pool, params.sage.frontier_band, params.sage.frontier_boost)
+    refs = rng.choices(pool, weights=weights, k=params.sage.questions_per_cycle)
     prompts = [render("challenger", domain=r.domain, reference=reference_text(r)) for r in refs]
     with ctx.backend() as backend:
         comps = backend.chat([[{"role": "user", "content": p}] for p in prompts], ctx.sampling("challenge"))
@@ -76,9 +102,14 @@ def challenge(ctx: StageContext) -> dict:
         rollouts[i].spec_valid, rollouts[i].spec_reason = chk.valid, chk.reason
     write_jsonl(ctx.paths.challenge, rollouts)
     n = len(rollouts)
+    env = [q for _, q in questions if q.meta.get("reference") == "environment"]
+    levels = [q.level for _, q in questions if q.level is not None]
     return {
         "challenger_rollouts": n,
         "challenger_parsed_rate": len(questions) / n,
         "challenger_spec_valid_rate": sum(r.spec_valid for r in rollouts) / n,
         "challenger_format_reward": fmean(r.format_reward for r in rollouts),
+        "challenger_environment_reference_rate": len(env) / n,
+        "challenger_answer_agreement": fmean(bool(q.meta.get("answer_agrees")) for q in env) if env else 0.0,
+        "challenger_mean_level": fmean(levels) if levels else 0.0,
     }

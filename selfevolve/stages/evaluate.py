@@ -31,7 +31,41 @@ def evaluate(ctx: StageContext) -> dict:
         if ctx.cycle != "base" and params.mass.enabled and params.evaluation.mass_questions and P.mass_champions.exists():
             metrics |= mass_benchmark(ctx, backend, heldout)
     P.eval_dir.mkdir(parents=True, exist_ok=True)
+    if "heldout" in results:
+        base_file = ctx.base.eval_file("heldout")
+        base_rows = read_rows(base_file) if ctx.cycle != "base" and base_file.exists() else None
+        metrics |= split_metrics(results["heldout"], base_rows)
     return metrics
+
+
+def read_rows(path) -> list[dict]:
+    """Per-question evaluation rows (``eval/<benchmark>.jsonl``)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
+    """``heldout_<split>_accuracy`` and ``heldout_<split>_n`` for each held-out split (the arith
+    ladder's ``seed`` levels, retention, and ``frontier`` levels, never supervised), and against the
+    base model's rows on the same questions ``heldout_<split>_p_vs_base`` (exact McNemar, two-sided)
+    and ``heldout_<split>_gain_vs_base``. Rows without a split are ignored."""
+    from selfevolve.stats import mcnemar_exact
+
+    by_split: dict[str, dict[str, int]] = {}
+    for r in rows:
+        split = (r.get("categories") or {}).get("split")
+        if split:
+            by_split.setdefault(split, {})[str(r["id"])] = int(r["correct"][0])
+    base = {str(r["id"]): int(r["correct"][0]) for r in base_rows or []}
+    out: dict[str, float] = {}
+    for split, outcome in sorted(by_split.items()):
+        out[f"heldout_{split}_accuracy"] = sum(outcome.values()) / len(outcome)
+        out[f"heldout_{split}_n"] = len(outcome)
+        ids = [i for i in outcome if i in base]
+        if base_rows is not None and ids:
+            p, _, _ = mcnemar_exact([base[i] for i in ids], [outcome[i] for i in ids])
+            out[f"heldout_{split}_p_vs_base"] = p
+            out[f"heldout_{split}_gain_vs_base"] = (sum(outcome[i] for i in ids) - sum(base[i] for i in ids)) / len(ids)
+    return out
 
 
 def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:

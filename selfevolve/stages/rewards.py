@@ -4,7 +4,8 @@ Rewards per role are the formulas of ``selfevolve.rewards`` (docs/design.md, "Re
 Challenger's ``r_c`` takes its difficulty ``r_d`` from the same n Solver samples that give the
 Solver's ``r_s``; the Planner's ``r_p`` from the Critic's plan score; the Critic's ``r_cr`` is its
 format reward. The pool of this cycle is the previous pool plus the gated, de-duplicated
-Challenger questions, each carrying its measured Solver pass rate.
+Challenger questions whose spec stands (:func:`spec_holds`), each carrying its measured Solver
+pass rate.
 """
 
 from __future__ import annotations
@@ -19,6 +20,18 @@ from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Qu
 from selfevolve.stages.context import StageContext
 
 log = logging.getLogger("selfevolve")
+
+
+def spec_holds(ch: ChallengerRollout, solver_correct: list[float]) -> bool:
+    """Whether a Challenger question's verifier spec stands after solving: it validated, and a
+    pseudo-label (a math answer the environment could not compute) agrees with the Solver's
+    majority, i.e. more than half of the n samples were graded correct against it (R-Zero, Huang et
+    al. 2025, majority-vote pseudo-labels)."""
+    if ch.question is None or not ch.spec_valid:
+        return False
+    if ch.question.domain == "math" and ch.question.meta.get("reference") == "challenger":
+        return bool(solver_correct) and fmean(solver_correct) > 0.5
+    return True
 
 
 def rewards(ctx: StageContext) -> dict:
@@ -37,15 +50,16 @@ def rewards(ctx: StageContext) -> dict:
     for a in attempts:
         correct[a.question_id].append(verdicts[a.id].correct)
 
+    valid = {ch.question.id: spec_holds(ch, correct.get(ch.question.id, [])) for ch in challenges if ch.question is not None}
     out: list[Rollout] = []
     for ch in challenges:
         qid = ch.question.id if ch.question else ch.id
         s = q_scores.get(qid)
         s_q = s.score if s else 0.0
-        r = R.challenger_reward(s_q, ch.format_reward, ch.spec_valid, correct.get(qid, []), sage)
+        r = R.challenger_reward(s_q, ch.format_reward, valid.get(qid, False), correct.get(qid, []), sage)
         out.append(Rollout(id=ch.id, role="challenger", group=ch.id, question_id=qid, prompt=ch.prompt, completion=ch.completion, reward=r,
-                           detail={"s_q": s_q, "r_f": ch.format_reward, "spec_valid": ch.spec_valid,
-                                   "r_d": R.difficulty(correct[qid]) if qid in correct else None}))
+                           detail={"s_q": s_q, "r_f": ch.format_reward, "spec_valid": valid.get(qid, False),
+                                   "r_d": R.difficulty(correct[qid], sage.difficulty_reward) if qid in correct else None}))
     if sage.ablation.critic:
         for s in list(q_scores.values()) + list(p_scores.values()):
             out.append(Rollout(id=f"{s.target_id}-critic", role="critic", group=f"{s.target_id}-critic", question_id=s.question_id,
@@ -69,7 +83,8 @@ def rewards(ctx: StageContext) -> dict:
     for qid, cs in correct.items():
         if qid in by_id:
             by_id[qid].meta.update(pass_rate=fmean(cs), samples=len(cs), measured_in=cycle)
-    gated = [ch.question for ch in challenges if ch.question and q_scores.get(ch.question.id) and q_scores[ch.question.id].passed]
+    gated = [ch.question for ch in challenges if ch.question and q_scores.get(ch.question.id) and q_scores[ch.question.id].passed
+             and valid[ch.question.id]]
     for q in gated:
         if q.id in correct:
             q.meta.update(pass_rate=fmean(correct[q.id]), samples=len(correct[q.id]), measured_in=cycle)
@@ -81,7 +96,13 @@ def rewards(ctx: StageContext) -> dict:
                      for role in ("challenger", "planner", "solver", "critic") if any(r.role == role for r in out)}
     stats = pool_stats(new_pool)
     metrics.update(pool_size=stats["size"], pool_growth=len(kept), pool_duplicates_removed=len(dups),
-                   pool_challenger_questions=stats["challenger_questions"])
+                   pool_challenger_questions=stats["challenger_questions"],
+                   challenger_valid_rate=sum(valid.values()) / max(1, len(challenges)),
+                   pseudo_labels_rejected=sum(1 for ch in challenges if ch.question is not None and ch.spec_valid
+                                              and not valid[ch.question.id]))
+    new_levels = [q.level for q in kept if q.level is not None]
+    if new_levels:
+        metrics["pool_growth_mean_level"] = fmean(new_levels)
     if stats["mean_pass_rate"] is not None:
         metrics["pool_mean_pass_rate"] = stats["mean_pass_rate"]
     spreads = [pstdev(c) for c in correct.values() if len(c) > 1]

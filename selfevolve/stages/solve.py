@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import fmean
 
+from selfevolve.pool import frontier_weights, weighted_sample
 from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
 from selfevolve.roles.templates import render
@@ -13,14 +14,16 @@ from selfevolve.stages.context import StageContext
 
 
 def plan(ctx: StageContext) -> dict:
-    """Build the solve set (gated new questions + ``sage.pool_sample`` items of the previous pool)
-    and have the Planner write a plan for each. With ``sage.ablation.planner = false`` no plans are
+    """Build the solve set (gated new questions + ``sage.pool_sample`` items of the previous pool,
+    frontier questions ``sage.frontier_boost`` times likelier) and have the Planner write a plan for
+    each. With ``sage.ablation.planner = false`` no plans are
     written. Writes ``solve_set.jsonl`` and ``plans.jsonl``."""
     P = ctx.paths
     accepted_ids = {s.question_id for s in read_jsonl(P.critic_questions, CriticScore) if s.passed}
     new = [r.question for r in read_jsonl(P.challenge, ChallengerRollout) if r.question is not None and r.question.id in accepted_ids]
     pool = read_jsonl(ctx.init.pool, Question)
-    sample = ctx.rng("plan").sample(pool, min(ctx.params.sage.pool_sample, len(pool)))
+    sage = ctx.params.sage
+    sample = weighted_sample(ctx.rng("plan"), pool, frontier_weights(pool, sage.frontier_band, sage.frontier_boost), sage.pool_sample)
     solve_set = new + sample
     write_jsonl(P.solve_set, solve_set)
     plans: list[Plan] = []

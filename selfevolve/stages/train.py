@@ -9,39 +9,98 @@ knows nothing of evaluation.
 from __future__ import annotations
 
 import shutil
-from collections import Counter
+from collections import Counter, defaultdict
+from statistics import fmean
 
 from selfevolve.evaluation.solve import correctness
-from selfevolve.records import Question, Rollout, Trajectory, read_jsonl, write_jsonl
+from selfevolve.records import Attempt, Question, Rollout, Trajectory, Verdict, read_jsonl, write_jsonl
 from selfevolve.stages.context import StageContext, log
 
 
+def self_labels(questions: list[Question], attempts: list[Attempt], verdicts: dict[str, Verdict], band: tuple[float, float],
+                per_question: int, cycle: str) -> tuple[list[Rollout], dict]:
+    """The Solver's verified completions worth learning from: for each question whose pass rate over
+    its n samples lies in ``band`` (inclusive) and whose reference is trusted (computed by the
+    environment, a dataset answer, or a pseudo-label the Solver majority confirmed), up to
+    ``per_question`` distinct completions the verifier accepted. Returns (rows, counts)."""
+    by_q: dict[str, list[Attempt]] = defaultdict(list)
+    for a in attempts:
+        by_q[a.question_id].append(a)
+    lo, hi = band
+    rows: list[Rollout] = []
+    in_band = 0
+    for q in questions:
+        tries = by_q.get(q.id, [])
+        if not tries:
+            continue
+        rate = fmean(verdicts[a.id].correct for a in tries)
+        if not lo <= rate <= hi:
+            continue
+        in_band += 1
+        seen: set[str] = set()
+        for a in tries:
+            if verdicts[a.id].correct >= 1.0 and a.completion not in seen and len(seen) < per_question:
+                seen.add(a.completion)
+                rows.append(Rollout(id=f"{cycle}-label-{a.id}", role="solver", group=q.id, question_id=q.id, prompt=a.prompt,
+                                    completion=a.completion, reward=1.0,
+                                    detail={"source": "self_label", "cycle": cycle, "pass_rate": rate, "level": q.level}))
+    return rows, {"questions_in_band": in_band, "self_labels": len(rows)}
+
+
 def datasets(ctx: StageContext) -> dict:
-    """Build the RL dataset (rollouts with per-role advantages; ablations drop untrained roles;
-    no-spread groups skipped) and the SFT dataset (MASS champion trajectories as chats).
-    Writes ``rl_dataset.jsonl`` and ``sft_dataset.jsonl``."""
+    """Build the training data of the cycle:
+
+    * ``rl_dataset.jsonl``: rollouts with per-role advantages (Task-Relative REINFORCE++; ablations
+      drop untrained roles; groups without reward spread skipped). With ``rl.algorithm =
+      expert_iteration`` the Solver learns from its self-labels instead, so its rollouts stay out.
+    * ``self_labels.jsonl``: the Solver's verified completions of questions in ``sage.frontier_band``
+      (:func:`self_labels`; none when ``sage.ablation.train_solver`` is off).
+    * ``replay.jsonl``: earlier rows: the starting cycle's replay plus its self-labels (the base
+      cycle's replay is the warm start's transcripts; ``detail.source`` tells them apart).
+    * ``sft_dataset.jsonl``: the MASS champion's trajectories as chats.
+    """
     from selfevolve.mass.sft_data import chats_to_records, trajectories_to_chats
     from selfevolve.training.advantages import role_advantages
 
     P, params = ctx.paths, ctx.params
-    ab = params.sage.ablation
+    ab, rl = params.sage.ablation, params.rl
     rollouts = read_jsonl(P.rollouts, Rollout)
     dropped = {r for r, keep in (("challenger", ab.train_challenger), ("solver", ab.train_solver)) if not keep}
-    rl_rows = role_advantages([r for r in rollouts if r.role not in dropped], skip_no_spread=params.rl.skip_no_spread)
+    if rl.algorithm == "expert_iteration":
+        dropped.add("solver")
+    rl_rows = role_advantages([r for r in rollouts if r.role not in dropped], skip_no_spread=rl.skip_no_spread)
     write_jsonl(P.rl_dataset, rl_rows)
+    labels, label_counts = [], {"questions_in_band": 0, "self_labels": 0}
+    if ab.train_solver:
+        verdicts = {v.attempt_id: v for v in read_jsonl(P.verdicts, Verdict)}
+        labels, label_counts = self_labels(read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt), verdicts,
+                                           params.sage.frontier_band, rl.labels_per_question, ctx.cycle)
+    write_jsonl(P.self_labels, labels)
+    replay = read_jsonl(ctx.init.replay, Rollout) + read_jsonl(ctx.init.self_labels, Rollout)
+    write_jsonl(P.replay, replay)
     chats = []
     if params.mass.enabled and P.mass_trajectories.exists():
         questions = {q.id: q for q in read_jsonl(P.pool, Question)}
         chats = trajectories_to_chats(read_jsonl(P.mass_trajectories, Trajectory), questions)
     write_jsonl(P.sft_dataset, chats_to_records(chats))
     counts = Counter(r.role for r in rl_rows)
+    levels = Counter(r.detail.get("level") for r in labels)
     return {"rl_rows": len(rl_rows), "rl_rows_dropped": len(rollouts) - len(rl_rows), "sft_rows": len(chats),
-            **{f"rl_rows_{k}": v for k, v in counts.items()}}
+            "replay_rows": len(replay), **label_counts, **{f"rl_rows_{k}": v for k, v in counts.items()},
+            **{f"self_labels_level_{k}": v for k, v in sorted(levels.items(), key=lambda kv: str(kv[0])) if k is not None}}
 
 
 def validation_questions(ctx: StageContext) -> list[Question]:
-    """The first ``rl.eval_questions`` validation questions (the same at every check)."""
-    return read_jsonl(ctx.base.val, Question)[: ctx.params.rl.eval_questions]
+    """``rl.eval_questions`` validation questions (the same at every check), taken from the head of
+    each validation split (``meta.split``: seed levels and frontier) in proportion to its size."""
+    qs = read_jsonl(ctx.base.val, Question)
+    n = ctx.params.rl.eval_questions
+    if len(qs) <= n:
+        return qs
+    splits: dict[str, list[Question]] = defaultdict(list)
+    for q in qs:
+        splits[str(q.meta.get("split"))].append(q)
+    return [q for group in splits.values() for q in group[: round(n * len(group) / len(qs))]]
 
 
 def validator(ctx: StageContext, purpose: str):
@@ -62,13 +121,24 @@ def _numbers(summary: dict) -> dict:
 
 
 def train_rl(ctx: StageContext) -> dict:
-    """RL (``rl.algorithm``) from the cycle's starting model on ``rl_dataset.jsonl``; the best
-    checkpoint by validation accuracy goes to ``models/<cycle>-rl``."""
+    """Training (``rl.algorithm``) from the cycle's starting model; the kept checkpoint (validated)
+    goes to ``models/<cycle>-rl``. With ``expert_iteration`` the Solver's verified completions of
+    this cycle and of every earlier one are the labelled share of each batch (a skill learned in
+    cycle 1 must not be trained away in cycle 2), the warm start's transcripts the replayed share,
+    and the other roles' rollouts in ``rl_dataset.jsonl`` the REINFORCE++ share."""
     from selfevolve.training import rl as rl_mod
 
     P, params = ctx.paths, ctx.params
     validate = validator(ctx, "train_rl")
-    if params.rl.algorithm == "grpo":
+    if params.rl.algorithm == "expert_iteration":
+        from selfevolve.training.expert_iteration import train_expert_iteration
+
+        earlier = read_jsonl(P.replay, Rollout)
+        verified = read_jsonl(P.self_labels, Rollout) + [r for r in earlier if r.detail.get("source") == "self_label"]
+        replay = [r for r in earlier if r.detail.get("source") != "self_label"]
+        summary = train_expert_iteration(ctx.init_model(), verified, replay, read_jsonl(P.rl_dataset, Rollout), validate, params,
+                                         P.rl_model, on_step=ctx.log_step)
+    elif params.rl.algorithm == "grpo":
         summary = rl_mod.train_grpo(ctx.init_model(), read_jsonl(P.solve_set, Question), validate, params, P.rl_model)
     else:
         summary = rl_mod.train_reinforce_pp(ctx.init_model(), read_jsonl(P.rl_dataset, Rollout), validate, params, P.rl_model,

@@ -1,0 +1,90 @@
+"""The pieces every supervised training run shares: the completion-token loss, the warm-up /
+stable / decay learning-rate schedule, mixed precision on CPU, and a plain fitting loop.
+
+Rows are ``Rollout`` records (prompt, completion): the prompt goes through the model's chat template
+with the generation prompt, the completion and EOS follow, and only completion tokens are in the
+loss (``selfevolve.training.rl.build_batch``), the same masking TRL's ``assistant_only_loss``
+applies to single-turn chats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from typing import Callable, Sequence
+
+from selfevolve.records import Rollout
+from selfevolve.training.rl import build_batch, token_logprobs
+
+
+def sft_loss(model, tokenizer, rows: Sequence[Rollout], max_length: int):
+    """Mean negative log-likelihood of the completion tokens of ``rows`` (a scalar tensor)."""
+    ids, attn, cmask = build_batch(tokenizer, list(rows), max_length)
+    logp = token_logprobs(model, ids, attn, 1.0)
+    return -(logp * cmask).sum() / cmask.sum().clamp(min=1)
+
+
+def wsd_schedule(optimizer, steps: int, warmup_steps: int, decay_steps: int, min_lr_ratio: float):
+    """Warm-up / stable / decay (``transformers.get_wsd_schedule``: linear warm-up, constant rate,
+    cosine decay over the last ``decay_steps`` to ``min_lr_ratio`` of the rate). A run that ends in a
+    decay leaves the model at a low-loss point (Hägele et al. 2024, "Scaling Laws and Compute-Optimal
+    Training Beyond Fixed Training Durations"), which every self-improvement round needs."""
+    from transformers import get_wsd_schedule
+
+    warmup = min(warmup_steps, max(0, steps - 1))
+    decay = min(decay_steps, max(0, steps - warmup))
+    return get_wsd_schedule(optimizer, num_warmup_steps=warmup, num_decay_steps=decay, num_training_steps=steps,
+                            min_lr_ratio=min_lr_ratio)
+
+
+def autocast(precision: str):
+    """``torch.autocast`` to bfloat16 on the CPU for ``precision == "bfloat16"`` (matmuls in
+    bfloat16, weights and optimizer state in float32: measured 1.4-1.7x faster per step on 2 cores
+    with AMX), a no-op context otherwise or on a GPU (where the model's own dtype decides)."""
+    import torch
+
+    if precision == "bfloat16" and not torch.cuda.is_available():
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def fit(model, tokenizer, draw: Callable[[random.Random], list[Rollout]], *, steps: int, learning_rate: float,
+        warmup_steps: int, decay_steps: int, min_lr_ratio: float, max_length: int, seed: int = 0, precision: str = "float32",
+        max_grad_norm: float = 1.0, desc: str = "train", on_step: Callable[[int, dict], None] | None = None) -> list[dict]:
+    """``steps`` updates of AdamW on :func:`sft_loss` of the batches ``draw(rng)`` returns, on a
+    :func:`wsd_schedule`. Returns the loss curve (``{step, loss, lr}`` per step); ``on_step`` gets
+    each entry as it happens."""
+    import torch
+    from tqdm import tqdm
+
+    rng = random.Random(seed)
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate, weight_decay=0.0)
+    schedule = wsd_schedule(opt, steps, warmup_steps, decay_steps, min_lr_ratio)
+    curve = []
+    for step in tqdm(range(1, steps + 1), desc=desc, unit="step"):
+        with autocast(precision):
+            loss = sft_loss(model, tokenizer, draw(rng), max_length)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        opt.step()
+        schedule.step()
+        rec = {"step": step, "loss": float(loss.item()), "lr": schedule.get_last_lr()[0]}
+        curve.append(rec)
+        if on_step:
+            on_step(step, rec)
+    model.eval()
+    return curve
+
+
+def chat_rows(chats: Sequence[list[dict[str, str]]], prefix: str = "t") -> list[Rollout]:
+    """Single-turn chats (``[user, assistant]``) as training rows; the role is read from the user
+    turn's template only for bookkeeping (``role`` ``solver`` for all but what the caller sets)."""
+    rows = []
+    for i, chat in enumerate(chats):
+        if len(chat) != 2 or chat[0]["role"] != "user" or chat[1]["role"] != "assistant":
+            raise ValueError(f"chat {i} is not one user turn and one assistant turn")
+        rows.append(Rollout(id=f"{prefix}{i}", role="solver", group=f"{prefix}{i}", question_id="", prompt=chat[0]["content"],
+                            completion=chat[1]["content"], reward=1.0))
+    return rows

@@ -1,0 +1,149 @@
+"""Expert iteration: which completions become self-labels, how a batch is composed, and that a run
+on verified labels teaches the model the labelled answers while replay keeps what it knew."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfevolve.config import Params
+from selfevolve.records import Attempt, MathSpec, Question, Rollout, Verdict
+from selfevolve.stages.train import self_labels
+from selfevolve.training.expert_iteration import batch_plan, train_expert_iteration
+from tests.fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _q(i: int) -> Question:
+    return Question(id=f"q{i}", domain="math", text=f"Compute {i} + 1.", spec=MathSpec(answer=str(i + 1)), level=1)
+
+
+def _tries(q: Question, outcomes: list[int], same_text: bool = False):
+    attempts, verdicts = [], {}
+    for j, ok in enumerate(outcomes):
+        a = Attempt(id=f"{q.id}-s{j}", question_id=q.id, sample=j, prompt=f"P {q.text}",
+                    completion=f"<answer>{q.spec.answer if ok else 0}</answer>" + ("" if same_text else " " * j))
+        attempts.append(a)
+        verdicts[a.id] = Verdict(attempt_id=a.id, question_id=q.id, correct=float(ok), status="correct" if ok else "wrong")
+    return attempts, verdicts
+
+
+def test_self_labels_keep_verified_completions_of_questions_in_the_band():
+    qs = [_q(i) for i in range(4)]
+    attempts, verdicts = [], {}
+    for q, outcomes in zip(qs, ([1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0])):
+        a, v = _tries(q, outcomes)
+        attempts += a
+        verdicts |= v
+    rows, counts = self_labels(qs, attempts, verdicts, (0.05, 0.8), per_question=2, cycle="c1")
+    # q0 always solved (1.0 > 0.8) and q1 never (no label): out; q2 at 0.25 gives its one success,
+    # q3 at 0.75 gives two of its three (per_question = 2)
+    assert counts == {"questions_in_band": 2, "self_labels": 3}
+    assert [r.question_id for r in rows] == ["q2", "q3", "q3"]
+    assert all(r.role == "solver" and "<answer>" in r.completion and r.completion.startswith(f"<answer>{int(r.question_id[1:]) + 1}")
+               for r in rows)
+
+
+def test_self_labels_do_not_repeat_a_completion():
+    q = _q(7)
+    attempts, verdicts = _tries(q, [1, 1, 0, 0], same_text=True)
+    rows, _ = self_labels([q], attempts, verdicts, (0.0, 1.0), per_question=2, cycle="c1")
+    assert len(rows) == 1
+
+
+def test_batch_plan_shares_and_fallbacks():
+    assert batch_plan(64, True, True, True, 0.5, 0.1) == (26, 32, 6)
+    assert batch_plan(64, False, True, True, 0.5, 0.1) == (0, 58, 6)  # no labels: their share is replayed
+    assert batch_plan(64, True, False, False, 0.5, 0.1) == (64, 0, 0)
+    assert batch_plan(10, False, False, True, 0.5, 0.1) == (0, 0, 10)
+    with pytest.raises(ValueError, match="nothing to train on"):
+        batch_plan(8, False, False, False, 0.5, 0.1)
+
+
+def _row(i: int, prompt: str, completion: str) -> Rollout:
+    return Rollout(id=f"r{i}", role="solver", group=f"g{i}", question_id="q", prompt=prompt, completion=completion, reward=1.0)
+
+
+def test_training_on_self_labels_teaches_them_and_replay_keeps_the_rest(tiny_model_dir, tmp_path):  # noqa: F811
+    """A run on verified labels lowers their loss a lot; with replay the replayed rows' loss falls too
+    (without it, they would be forgotten or untouched); the saved model loads; validation gates."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfevolve.training.loop import sft_loss
+
+    labels = [_row(i, f"Compute {i} + {i}.", f"<answer>{2 * i}</answer>") for i in range(4)]
+    replay = [_row(100 + i, f"Compute {i} - {i}.", "<answer>0</answer>") for i in range(4)]
+    params = Params()
+    params.rl.steps, params.rl.batch_size, params.rl.learning_rate = 30, 8, 3e-3
+    params.rl.warmup_steps, params.rl.decay_steps, params.rl.select_p = 3, 6, 1.0
+    params.model.train_precision = "float32"
+    checks = iter([[0] * 10, [1] * 10])  # validation: the trained model is better -> kept
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    before = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        l0, r0 = sft_loss(before, tok, labels, 256).item(), sft_loss(before, tok, replay, 256).item()
+    summary = train_expert_iteration(tiny_model_dir, labels, replay, [], lambda m, t: next(checks), params, tmp_path / "out")
+    after = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+    with torch.no_grad():
+        l1, r1 = sft_loss(after, tok, labels, 256).item(), sft_loss(after, tok, replay, 256).item()
+    assert summary["trained"] and summary["best_step"] == 30 and summary["batch_labels"] == 4 and summary["batch_replay"] == 4
+    assert l1 < 0.5 * l0 and r1 < r0
+    assert summary["loss_curve"][-1]["lr"] < 0.05 * params.rl.learning_rate  # the run ended in a decay
+
+
+def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp_path):  # noqa: F811
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    labels = [_row(i, f"Compute {i} + {i}.", f"<answer>{2 * i}</answer>") for i in range(4)]
+    params = Params()
+    params.rl.steps, params.rl.batch_size, params.rl.learning_rate = 5, 4, 3e-3
+    params.model.train_precision = "float32"
+    checks = iter([[1] * 10, [0] * 10])
+    summary = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: next(checks), params, tmp_path / "out")
+    assert summary["best_step"] == 0
+    start = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    kept = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
+    assert all(torch.equal(start[k], kept[k]) for k in start)
+
+
+def test_nothing_to_learn_saves_the_model_unchanged(tiny_model_dir, tmp_path):  # noqa: F811
+    summary = train_expert_iteration(tiny_model_dir, [], [_row(0, "a", "b")], [], lambda m, t: [1], Params(), tmp_path / "out")
+    assert summary["trained"] is False and "no verified self-labels" in summary["reason"]
+    assert (tmp_path / "out" / "config.json").is_file()
+
+
+def test_other_roles_learn_their_better_rollouts_without_costing_the_solver(tiny_model_dir, tmp_path):  # noqa: F811
+    """The Challenger's rollouts that scored above its mean are imitated, those below are not; and
+    training them beside the Solver leaves the Solver's loss on unseen questions of its kind within
+    10 % of a run without them (the roles share one backbone)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfevolve.training.loop import sft_loss
+
+    labels = [_row(i, f"Compute {i} + {i}.", f"<answer>{2 * i}</answer>") for i in range(6)]
+    unseen = [_row(50 + i, f"Compute {i} + {i + 1}.", f"<answer>{2 * i + 1}</answer>") for i in range(6)]
+    prompt = "Write a new math problem like the reference, a little harder."
+    good = [Rollout(id=f"g{i}", role="challenger", group=f"g{i}", question_id="q", prompt=prompt,
+                    completion=f"<question>Compute {10 + i} + {20 + i}.</question>", reward=0.9, advantage=1.0) for i in range(4)]
+    bad = [Rollout(id=f"b{i}", role="challenger", group=f"b{i}", question_id="q", prompt=prompt,
+                   completion="<question>+ + ?</question>", reward=0.1, advantage=-1.0) for i in range(4)]
+    params = Params()
+    params.rl.steps, params.rl.batch_size, params.rl.learning_rate = 30, 8, 3e-3
+    params.rl.warmup_steps, params.rl.decay_steps, params.rl.select_p = 3, 6, 1.0
+    params.rl.replay_fraction, params.rl.other_roles_fraction = 0.0, 0.25
+    params.model.train_precision = "float32"
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    losses = {}
+    for name, others in (("solver_only", []), ("all_roles", good + bad)):
+        checks = iter([[0] * 10, [1] * 10])
+        summary = train_expert_iteration(tiny_model_dir, labels, [], others, lambda m, t: next(checks), params, tmp_path / name)
+        model = AutoModelForCausalLM.from_pretrained(tmp_path / name)
+        with torch.no_grad():
+            losses[name] = {k: sft_loss(model, tok, rows, 256).item() for k, rows in (("unseen", unseen), ("good", good), ("bad", bad))}
+        assert summary["rows_other_roles"] == (4 if others else 0)
+    assert losses["all_roles"]["good"] < 0.5 * losses["solver_only"]["good"] and losses["all_roles"]["good"] < losses["all_roles"]["bad"]
+    assert losses["all_roles"]["unseen"] <= 1.1 * losses["solver_only"]["unseen"], losses

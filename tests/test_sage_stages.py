@@ -1,0 +1,83 @@
+"""The pieces of a cycle's stages that decide what counts: where a question's reference comes from,
+when a pseudo-label stands, how held-out results split into seed forms and frontier, and which
+validation questions a check uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfevolve.records import ChallengerRollout, MathSpec, Question
+from selfevolve.roles.parsers import parse_challenger
+from selfevolve.stages.challenge import challenger_question
+from selfevolve.stages.evaluate import split_metrics
+from selfevolve.stages.rewards import spec_holds
+
+PARENT = Question(id="p", domain="math", text="Compute 123 + 45.", spec=MathSpec(answer="168"), level=3)
+
+
+def _question(completion: str):
+    return challenger_question(parse_challenger(completion, "math"), "c1-q0", PARENT, 1)
+
+
+def test_an_arithmetic_question_takes_its_reference_from_the_environment():
+    q = _question("<question>Compute 4821 + 372.</question><answer>5000</answer>")  # the Challenger's answer is wrong
+    assert q.spec.answer == "5193" and q.meta["reference"] == "environment"
+    assert q.meta["challenger_answer"] == "5000" and q.meta["answer_agrees"] is False
+    assert q.meta["form"] == "4+3" and q.level == 4
+    # its answer is only scored: without one the question still stands
+    q = _question("<question>Compute 4821 + 372.</question>")
+    assert q is not None and q.spec.answer == "5193"
+    assert _question("<question>Compute 12 + 30.</question><answer>42</answer>").meta["answer_agrees"] is True
+
+
+def test_a_word_problem_takes_the_challengers_answer_as_a_pseudo_label():
+    q = _question("<question>Tom has 3 apples and buys 4. How many now?</question><answer>7</answer>")
+    assert q.spec.answer == "7" and q.meta["reference"] == "challenger"
+    assert _question("<question>Tom has 3 apples. How many?</question>") is None  # nothing to check against
+    assert _question("no tags") is None
+
+
+def _rollout(q: Question, valid: bool = True) -> ChallengerRollout:
+    return ChallengerRollout(id="c1-ch0", parent_id="p", domain="math", prompt="", completion="", question=q, spec_valid=valid)
+
+
+@pytest.mark.parametrize("correct, holds", [([1, 1, 0, 0], False), ([1, 1, 1, 0], True), ([], False), ([0, 0], False)])
+def test_a_pseudo_label_stands_only_when_the_solver_majority_agrees(correct, holds):
+    q = _question("<question>Tom has 3 apples and buys 4. How many now?</question><answer>7</answer>")
+    assert spec_holds(_rollout(q), correct) is holds
+
+
+def test_an_environment_reference_stands_whatever_the_solver_does():
+    q = _question("<question>Compute 4821 + 372.</question><answer>1</answer>")
+    assert spec_holds(_rollout(q), [0, 0, 0, 0]) and not spec_holds(_rollout(q, valid=False), [1, 1])
+
+
+def _row(qid: str, split: str, correct: int) -> dict:
+    return {"id": qid, "categories": {"split": split, "form": "x"}, "correct": [correct]}
+
+
+def test_split_metrics_and_mcnemar_against_base():
+    base = [_row(f"f{i}", "frontier", 0) for i in range(20)] + [_row(f"s{i}", "seed", 1) for i in range(20)]
+    now = [_row(f"f{i}", "frontier", int(i < 12)) for i in range(20)] + [_row(f"s{i}", "seed", int(i != 0)) for i in range(20)]
+    m = split_metrics(now, base)
+    assert m["heldout_frontier_accuracy"] == 0.6 and m["heldout_frontier_n"] == 20
+    assert m["heldout_frontier_gain_vs_base"] == 0.6 and m["heldout_frontier_p_vs_base"] < 0.001  # 12 up, 0 down
+    assert m["heldout_seed_accuracy"] == 0.95 and m["heldout_seed_p_vs_base"] == 1.0  # 1 down
+    assert "heldout_frontier_p_vs_base" not in split_metrics(now, None)
+
+
+def test_validation_questions_are_balanced_over_the_splits(tmp_path):
+    from selfevolve.config import Params
+    from selfevolve.questions import arith
+    from selfevolve.records import write_jsonl
+    from selfevolve.stages.context import StageContext
+    from selfevolve.stages.train import validation_questions
+
+    qs = arith.generate(30, seed=1, split="seed", prefix="s") + arith.generate(10, seed=2, forms=["4+3"], split="frontier", prefix="f")
+    write_jsonl(tmp_path / "data/cycles/base/val.jsonl", qs)
+    params = Params()
+    params.rl.eval_questions = 20
+    picked = validation_questions(StageContext(params, "c1", tmp_path))
+    assert [q.meta["split"] for q in picked].count("seed") == 15 and [q.meta["split"] for q in picked].count("frontier") == 5
+    params.rl.eval_questions = 100
+    assert len(validation_questions(StageContext(params, "c1", tmp_path))) == 40
