@@ -17,7 +17,7 @@ export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test serve ui bench bench-sage summary clean-outputs help
+.PHONY: install run test serve ui screenshots figures bench bench-sage summary clean-outputs help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -42,8 +42,16 @@ test: install  ## run the test suite
 serve: install  ## start a Prefect server + cpu worker (+ deployments) and an MLflow server on 127.0.0.1
 	$(BIN)/selfevolve stack
 
-ui: install  ## MLflow UI on http://127.0.0.1:5000 over the local store
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow/mlflow.db --host 127.0.0.1 --port 5000
+ui: install  ## MLflow UI on http://127.0.0.1:5000 over the local store; prints where the cycles are compared
+	$(BIN)/selfevolve ui
+
+screenshots: install  ## screenshots of the campaign in the MLflow and Prefect UIs (headless Chromium) into docs/figures
+	$(BIN)/selfevolve screenshots --out docs/figures
+
+figures: install  ## the README's figures from this checkout's campaign (after make run): report plots and UI screenshots
+	$(BIN)/selfevolve report --out reports
+	cp reports/frontier.png reports/heldout_forms.png reports/pool_levels.png reports/rewards.png reports/critic_pass_rates.png docs/figures/
+	$(BIN)/selfevolve screenshots --out docs/figures
 
 summary: install  ## per-cycle summary table of the campaign
 	$(BIN)/selfevolve summary

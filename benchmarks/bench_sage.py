@@ -1,16 +1,18 @@
-"""Benchmark: held-out Solver accuracy over SAGE cycles, full SAGE against its ablations.
+"""Benchmark: held-out Solver accuracy over SAGE cycles, full SAGE against its ablations and a
+compute-matched control.
 
-For each variant (full SAGE, no Critic, no Planner, Challenger not trained, Solver not trained;
-the switches of ``sage.ablation``) the same number of cycles runs from the same base model and
-seed pool, with the same params otherwise (the same budget), each cycle's stages called exactly
-as ``dvc repro`` calls them (``selfevolve.stages.runner.run_stage``). MASS is off by default so the
-numbers measure SAGE alone (``--with-mass`` keeps it). After every cycle the model is evaluated
-greedily on a held-out set of ``--heldout`` arith questions disjoint from the seed pool and the
-validation set, graded by the math verifier.
+For each variant (full SAGE; no Critic, no Planner, Challenger not trained, Solver not trained:
+the switches of ``sage.ablation``; and the *control*: the same training steps on the warm start's
+seed data only, no self-labels and no other roles) the same number of cycles runs from the same
+base model and seed pool, with the same params otherwise (the same budget), each cycle's stages
+called exactly as ``dvc repro`` calls them (``selfevolve.stages.runner.run_stage``). MASS is off by
+default so the numbers measure SAGE alone (``--with-mass`` keeps it). After every cycle the model
+answers the campaign's held-out questions greedily (``data/cycles/base/heldout.jsonl``: the seed
+forms, for retention, and the frontier, never supervised), graded by the math verifier.
 
 Significance: the exact McNemar test (McNemar 1947; two-sided binomial test on the discordant
 pairs, ``scipy.stats.binomtest``) of every cycle's model against the base model on the same
-questions, and of full SAGE against each ablation at the last cycle
+questions of each split, and of full SAGE against each variant on the frontier at the last cycle
 (``selfevolve.stats.mcnemar_exact``). A change is claimed only at p < 0.05.
 
 The table is printed (Markdown, for the README), written to ``<out>/table.md`` and
@@ -40,27 +42,30 @@ from selfevolve.stats import mcnemar_exact  # noqa: E402
 
 runtime_env.apply_defaults()
 
-#: variant name -> sage.ablation switches (the paper's ablations, SAGE Table 3).
-VARIANTS: dict[str, dict[str, bool]] = {
+#: variant name -> params overrides (dotted keys): the paper's ablations (SAGE Table 3) and the
+#: compute-matched control (every batch replays the warm start's seed data; nothing self-made).
+VARIANTS: dict[str, dict[str, object]] = {
     "full": {},
-    "no_critic": {"critic": False},
-    "no_planner": {"planner": False},
-    "no_challenger_training": {"train_challenger": False},
-    "no_solver_training": {"train_solver": False},
+    "no_critic": {"sage.ablation.critic": False},
+    "no_planner": {"sage.ablation.planner": False},
+    "no_challenger_training": {"sage.ablation.train_challenger": False},
+    "no_solver_training": {"sage.ablation.train_solver": False},
+    "control": {"sage.ablation.train_solver": False, "rl.other_roles_fraction": 0.0},
 }
 
 
-def heldout_questions(base: Path, n: int, seed: int):
-    """``n`` arith questions (levels 1-5) disjoint from the seed pool, validation and campaign held-out texts."""
-    from selfevolve.records import Question, read_jsonl
-    from selfevolve.questions import arith
+def heldout_questions(base: Path, limit: int | None):
+    """The campaign's held-out questions (``data/cycles/base/heldout.jsonl``), the first ``limit`` of
+    each split."""
+    from collections import defaultdict
 
-    taken = {q.text for f in ("pool", "val", "heldout") if (base / "data/cycles/base" / f"{f}.jsonl").exists()
-             for q in read_jsonl(base / "data/cycles/base" / f"{f}.jsonl", Question)}
-    out = [q for q in arith.generate(n * 3, seed=seed + 90_001, prefix="bench") if q.text not in taken]
-    if len(out) < n:
-        raise SystemExit(f"only {len(out)} held-out questions disjoint from the seed data; lower --heldout")
-    return out[:n]
+    from selfevolve.records import Question, read_jsonl
+
+    splits: dict[str, list] = defaultdict(list)
+    for q in read_jsonl(base / "data/cycles/base/heldout.jsonl", Question):
+        if limit is None or len(splits[q.meta.get("split", "all")]) < limit:
+            splits[q.meta.get("split", "all")].append(q)
+    return [q for qs in splits.values() for q in qs]
 
 
 def apply_overrides(params, overrides: list[str]):
@@ -103,7 +108,12 @@ def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, wit
         shutil.copytree(base / "data" / "cycles" / "base", dst, ignore=shutil.ignore_patterns("eval"))
     p = params.model_dump(mode="json")
     p["cycles"] = {f"c{i}": {"init": "base" if i == 1 else f"c{i - 1}"} for i in range(1, cycles + 1)}
-    p["sage"]["ablation"] = {**p["sage"]["ablation"], **VARIANTS[name]}
+    for key, value in VARIANTS[name].items():
+        node = p
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = value
     p["campaign"] = f"{params.campaign}-bench-{name}"
     p["seeds"]["data_dir"] = str((base / params.seeds.data_dir).resolve()) if not Path(params.seeds.data_dir).is_absolute() else params.seeds.data_dir
     if not with_mass:
@@ -150,20 +160,29 @@ def evaluate_model(model_dir: Path, questions, params, cache: Path) -> list[int]
     return correct
 
 
-def build_table(results: dict, cycles: int, n: int, overrides: list[str] = ()) -> str:
-    acc = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    head = ["variant", "base"] + [f"c{i}" for i in range(1, cycles + 1)] + [f"c{cycles} - base", "p (McNemar vs base)",
-                                                                          f"p (full vs variant, c{cycles})"]
+def _acc(xs: list[int]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def build_table(results: dict, cycles: int, overrides: list[str] = ()) -> str:
+    """Markdown: per variant and split, accuracy at base and after each cycle, the change and its
+    McNemar p against base; and full SAGE against the variant on the frontier at the last cycle."""
+    splits = results["splits"]
+    last = f"c{cycles}"
+    head = ["variant", "split", "base"] + [f"c{i}" for i in range(1, cycles + 1)] + [f"{last} - base", "p vs base",
+                                                                                     f"p full vs variant ({last})"]
     setting = ", ".join(f"`{o}`" for o in overrides) or "params as given"
-    lines = [f"Held-out Solver accuracy, {n} arith questions (levels 1-5), greedy; exact McNemar tests; {setting}.", "",
+    sizes = ", ".join(f"{len(idx)} {split}" for split, idx in splits.items())
+    lines = [f"Held-out Solver accuracy ({sizes}), greedy; exact McNemar tests; {setting}.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    base = results["base"]
+    pick = lambda xs, idx: [xs[i] for i in idx]  # noqa: E731
     for name, r in results["variants"].items():
-        last = r["cycles"][f"c{cycles}"]
-        cells = [name, f"{acc(base):.3f}"] + [f"{acc(r['cycles'][f'c{i}']):.3f}" for i in range(1, cycles + 1)]
-        cells += [f"{acc(last) - acc(base):+.3f}", f"{r['p_vs_base'][f'c{cycles}']:.3g}",
-                  "" if name == "full" or "p_full_vs_variant" not in r else f"{r['p_full_vs_variant']:.3g}"]
-        lines.append("| " + " | ".join(cells) + " |")
+        for split, idx in splits.items():
+            base = pick(results["base"], idx)
+            cells = [name, split, f"{_acc(base):.3f}"] + [f"{_acc(pick(r['cycles'][f'c{i}'], idx)):.3f}" for i in range(1, cycles + 1)]
+            cells += [f"{_acc(pick(r['cycles'][last], idx)) - _acc(base):+.3f}", f"{r['p_vs_base'][split][last]:.3g}",
+                      "" if name == "full" or split not in r.get("p_full_vs_variant", {}) else f"{r['p_full_vs_variant'][split]:.3g}"]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -188,15 +207,16 @@ def log_mlflow(base: Path, campaign: str, results: dict, table: str, out: Path, 
             client.delete_run(old.info.run_id)
         run_name = name if setting == "defaults" else f"{name} ({setting})"
         with mlflow.start_run(experiment_id=exp_id, run_name=run_name, tags=tags):
-            mlflow.log_params({"variant": name, **{f"ablation.{k}": v for k, v in VARIANTS[name].items()},
-                               "heldout_n": len(results["base"]), "cycles": cycles, "overrides": setting})
-            mlflow.log_metric("heldout_accuracy", acc(results["base"]), step=0)
-            for i in range(1, cycles + 1):
-                c = f"c{i}"
-                mlflow.log_metric("heldout_accuracy", acc(r["cycles"][c]), step=i)
-                mlflow.log_metric("mcnemar_p_vs_base", r["p_vs_base"][c], step=i)
-            if "p_full_vs_variant" in r:
-                mlflow.log_metric("mcnemar_p_full_vs_variant", r["p_full_vs_variant"])
+            mlflow.log_params({"variant": name, **VARIANTS[name], "heldout_n": len(results["base"]), "cycles": cycles,
+                               "overrides": setting})
+            for split, idx in results["splits"].items():
+                mlflow.log_metric(f"heldout_{split}_accuracy", acc([results["base"][i] for i in idx]), step=0)
+                for i in range(1, cycles + 1):
+                    c = f"c{i}"
+                    mlflow.log_metric(f"heldout_{split}_accuracy", acc([r["cycles"][c][j] for j in idx]), step=i)
+                    mlflow.log_metric(f"heldout_{split}_p_vs_base", r["p_vs_base"][split][c], step=i)
+                if split in r.get("p_full_vs_variant", {}):
+                    mlflow.log_metric(f"heldout_{split}_p_full_vs_variant", r["p_full_vs_variant"][split])
             mlflow.log_text(table, "sage_benchmark.md")
             mlflow.log_artifact(str(out / "results.json"))
 
@@ -208,7 +228,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--params", type=Path, default=None, help="params file (default <root>/params.yaml)")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {', '.join(VARIANTS)}")
     ap.add_argument("--cycles", type=int, default=3)
-    ap.add_argument("--heldout", type=int, default=1200, help="held-out questions (the issue asks for >= 1,200)")
+    ap.add_argument("--heldout", type=int, default=None, help="held-out questions per split (default: all of the campaign's)")
     ap.add_argument("--out", type=Path, default=None, help="work and result folder (default <root>/reports/sage_benchmark)")
     ap.add_argument("--with-mass", action="store_true", help="keep the MASS search + SFT in each cycle")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -229,32 +249,37 @@ def main(argv: list[str] | None = None) -> dict:
     out = (args.out or base / "reports" / "sage_benchmark").resolve()
     out.mkdir(parents=True, exist_ok=True)
     log = lambda m: print(m, flush=True)  # noqa: E731
-    questions = heldout_questions(base, args.heldout, params.seed)
+    questions = heldout_questions(base, args.heldout)
+    splits: dict[str, list[int]] = {}
+    for i, q in enumerate(questions):
+        splits.setdefault(q.meta.get("split", "all"), []).append(i)
     t0 = time.time()
-    results = {"heldout_n": len(questions), "cycles": args.cycles, "variants": {}}
+    results = {"heldout_n": len(questions), "cycles": args.cycles, "splits": splits, "variants": {}}
     results["base"] = evaluate_model(base / "models" / "base", questions, params, out / "eval" / "base.json")
-    log(f"base: held-out accuracy {sum(results['base']) / len(questions):.3f} on {len(questions)} questions")
+    log("base: " + ", ".join(f"{split} {_acc([results['base'][j] for j in idx]):.3f} ({len(idx)} questions)"
+                             for split, idx in splits.items()))
     for name in names:
         vroot = out / "variants" / name
         ppath = prepare_variant(base, vroot, params, name, args.cycles, args.with_mass, out / "eval")
         t = time.time()
         run_cycles(vroot, ppath, args.cycles, log)
-        r = {"cycles": {}, "p_vs_base": {}, "discordant_vs_base": {}}
+        r = {"cycles": {}, "p_vs_base": {split: {} for split in splits}}
         for i in range(1, args.cycles + 1):
             c = f"c{i}"
             r["cycles"][c] = evaluate_model(vroot / "models" / c, questions, params, out / "eval" / f"{name}-{c}.json")
-            p, b, cc = mcnemar_exact(results["base"], r["cycles"][c])
-            r["p_vs_base"][c], r["discordant_vs_base"][c] = p, [b, cc]
+            for split, idx in splits.items():
+                r["p_vs_base"][split][c] = mcnemar_exact([results["base"][j] for j in idx], [r["cycles"][c][j] for j in idx])[0]
         results["variants"][name] = r
-        accs = " ".join(f"{c} {sum(v) / len(v):.3f}" for c, v in r["cycles"].items())
-        log(f"{name}: {accs} (p vs base at c{args.cycles}: {r['p_vs_base'][f'c{args.cycles}']:.3g}; {time.time() - t:.0f}s)")
+        accs = " ".join(f"{split} {c} {_acc([v[j] for j in idx]):.3f}" for split, idx in splits.items() for c, v in r["cycles"].items())
+        log(f"{name}: {accs} ({time.time() - t:.0f}s)")
     last = f"c{args.cycles}"
     if "full" in results["variants"]:
         full = results["variants"]["full"]["cycles"][last]
         for name, r in results["variants"].items():
             if name != "full":
-                r["p_full_vs_variant"], *_ = mcnemar_exact(r["cycles"][last], full)
-    table = build_table(results, args.cycles, len(questions), args.set)
+                r["p_full_vs_variant"] = {split: mcnemar_exact([r["cycles"][last][j] for j in idx], [full[j] for j in idx])[0]
+                                          for split, idx in splits.items()}
+    table = build_table(results, args.cycles, args.set)
     results["seconds"] = round(time.time() - t0, 1)
     (out / "results.json").write_text(json.dumps(results))
     (out / "table.md").write_text(table + "\n")

@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 
 TAG_CYCLE, TAG_STAGE, TAG_KIND = "selfevolve.cycle", "selfevolve.stage", "selfevolve.kind"
 TAG_PID, TAG_HOST = "selfevolve.pid", "selfevolve.host"
+#: MLflow's experiment-type tag: ``custom_model_development`` makes its UI show runs, metrics and charts.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+#: Metrics shown first when comparing the cycles (``selfevolve ui`` puts them in the runs table).
+SHARED_VIEW_TAG, CYCLES_VIEW = "mlflow.sharedViewState.", "selfevolve-cycles"
+HEADLINE_METRICS = ("heldout_frontier_accuracy", "heldout_seed_accuracy", "heldout_frontier_p_vs_base", "pool_growth",
+                    "self_labels", "best_val_accuracy")
 
 
 def _local_store(root: str | Path) -> str:
@@ -48,11 +54,14 @@ def _experiment_id(client, name: str, root: str | Path) -> str:
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             client.restore_experiment(exp.experiment_id)
+        if exp.tags.get(EXPERIMENT_KIND) is None:
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, "custom_model_development")
         return exp.experiment_id
     artifacts = None
     if client.tracking_uri == _local_store(root):
         artifacts = (Path(root).resolve() / "mlflow" / "artifacts").as_uri()
-    return client.create_experiment(name, artifact_location=artifacts)
+    # a model-development experiment: the UI opens it on its runs (the cycles), not on the GenAI overview
+    return client.create_experiment(name, artifact_location=artifacts, tags={EXPERIMENT_KIND: "custom_model_development"})
 
 
 def _find(client, exp_id: str, **tags: str):
@@ -175,3 +184,42 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
         if old.info.run_id != run.info.run_id:
             client.delete_run(old.info.run_id)
     client.set_terminated(parent_id, status="FINISHED")
+
+
+def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
+    """Where the MLflow UI at ``base_url`` shows a campaign, for people to compare its cycles:
+
+    * ``cycles``: the experiment's runs table (model-training view): the cycle runs with the
+      ``HEADLINE_METRICS`` as columns (a shared view the function stores as an experiment tag);
+    * ``compare``: the cycle runs side by side (every metric and parameter per cycle);
+    * ``report``: the report run's charts, one series per metric over the cycles.
+
+    Keys whose runs do not exist yet are left out. Raises ``KeyError`` when the campaign has no
+    experiment in the tracking store."""
+    import json
+    from urllib.parse import quote, urlencode
+
+    from mlflow.tracking import MlflowClient
+
+    client = client or MlflowClient(tracking_uri=base_url)
+    exp = client.get_experiment_by_name(campaign)
+    if exp is None:
+        raise KeyError(f"no MLflow experiment {campaign!r} at {base_url}: run a campaign first (make run)")
+    eid = exp.experiment_id
+    ui = base_url.rstrip("/") + "/#"
+    # MLflow's shared view (an experiment tag the UI reads for ?viewStateShareKey=...): the cycle runs
+    # in start order with the headline metrics as columns
+    state = {"searchFilter": f"tags.`{TAG_KIND}` = 'cycle'", "orderByKey": "attributes.start_time", "orderByAsc": True,
+             "selectedColumns": [f"metrics.`{m}`" for m in HEADLINE_METRICS]}
+    client.set_experiment_tag(eid, SHARED_VIEW_TAG + CYCLES_VIEW, json.dumps(state))
+    query = urlencode({"workflowType": "machine_learning", "viewStateShareKey": CYCLES_VIEW})
+    out = {"cycles": f"{ui}/experiments/{eid}/runs?{query}"}
+    cycles = [r for r in client.search_runs([eid], filter_string=f"tags.`{TAG_KIND}` = 'cycle'", order_by=["attributes.start_time ASC"])
+              if r.data.tags.get(TAG_CYCLE) != "campaign"]
+    if cycles:
+        ids = quote(json.dumps([r.info.run_id for r in cycles]))
+        out["compare"] = f"{ui}/compare-runs?runs={ids}&experiments={quote(json.dumps([eid]))}"
+    report = client.search_runs([eid], filter_string=f"tags.`{TAG_STAGE}` = 'report'", max_results=1)
+    if report:
+        out["report"] = f"{ui}/experiments/{eid}/runs/{report[0].info.run_id}/model-metrics?workflowType=machine_learning"
+    return out

@@ -21,16 +21,30 @@ def test_overrides_are_applied_and_validated():
             bench.apply_overrides(Params(), bad)
 
 
-def test_table_reports_accuracy_per_cycle_and_paired_p_values():
-    base = [1] * 30 + [0] * 70
-    better = [1] * 30 + [1] * 20 + [0] * 50
-    results = {"base": base, "variants": {
-        "full": {"cycles": {"c1": better}, "p_vs_base": {"c1": bench.mcnemar_exact(base, better)[0]}},
-        "no_critic": {"cycles": {"c1": base}, "p_vs_base": {"c1": 1.0}, "p_full_vs_variant": bench.mcnemar_exact(base, better)[0]},
+def test_table_reports_accuracy_per_split_and_cycle_with_paired_p_values():
+    base = [1] * 30 + [0] * 70 + [1] * 50
+    better = [1] * 30 + [1] * 20 + [0] * 50 + [1] * 50
+    splits = {"frontier": list(range(100)), "seed": list(range(100, 150))}
+
+    def p(a, b, idx):
+        return bench.mcnemar_exact([a[i] for i in idx], [b[i] for i in idx])[0]
+
+    results = {"base": base, "splits": splits, "variants": {
+        "full": {"cycles": {"c1": better}, "p_vs_base": {s: {"c1": p(base, better, idx)} for s, idx in splits.items()}},
+        "control": {"cycles": {"c1": base}, "p_vs_base": {s: {"c1": 1.0} for s in splits},
+                    "p_full_vs_variant": {s: p(base, better, idx) for s, idx in splits.items()}},
     }}
-    table = bench.build_table(results, 1, 100, ["rl.select_p=1.0"])
-    assert "`rl.select_p=1.0`" in table.splitlines()[0]
-    full = next(line for line in table.splitlines() if line.startswith("| full |"))
+    table = bench.build_table(results, 1, ["rl.select_p=1.0"])
+    assert "`rl.select_p=1.0`" in table.splitlines()[0] and "100 frontier, 50 seed" in table.splitlines()[0]
+    full = next(line for line in table.splitlines() if line.startswith("| full | frontier |"))
     assert "| 0.300 | 0.500 | +0.200 | 1.91e-06 |" in full
-    crit = next(line for line in table.splitlines() if line.startswith("| no_critic |"))
-    assert crit.rstrip().endswith("| 1.91e-06 |")
+    assert "| full | seed | 1.000 | 1.000 | +0.000 | 1 |" in table
+    control = next(line for line in table.splitlines() if line.startswith("| control | frontier |"))
+    assert control.rstrip().endswith("| 1.91e-06 |")
+
+
+def test_variants_are_valid_params_and_the_control_trains_on_seed_data_only():
+    for name, overrides in bench.VARIANTS.items():
+        params = bench.apply_overrides(Params(), [f"{k}={str(v).lower()}" for k, v in overrides.items()])
+        if name == "control":
+            assert params.sage.ablation.train_solver is False and params.rl.other_roles_fraction == 0.0

@@ -192,3 +192,26 @@ def test_kill_mid_stage_then_rerun_completes_without_duplicates(campaign):
     assert rep.returncode == 0, rep.stderr[-3000:]
     runs = client.search_runs([exp.experiment_id], flt)
     assert len(runs) == 1 and runs[0].info.status == "FINISHED", [(r.info.run_id, r.info.status) for r in runs]
+
+
+def test_the_uis_show_the_campaign(campaign, tmp_path):
+    """MLflow and Prefect as a user meets them, in a real headless Chromium: the cycle runs (model
+    training view, not the GenAI overview), the cycles side by side with their headline metrics,
+    the report's charts, and the campaign's flow run in Prefect. Screenshots go to
+    $SELFEVOLVE_SCREENSHOTS when set (`make screenshots` uses the default campaign instead)."""
+    import httpx
+
+    from selfevolve.reporting.screenshots import BrowserUnavailable, browser_paths, campaign_pages, capture
+
+    try:
+        browser_paths()
+    except BrowserUnavailable as exc:
+        pytest.skip(str(exc))
+    runs = httpx.post(f"{campaign['api']}/flow_runs/filter", json={"flows": {"name": {"any_": ["campaign"]}}}, timeout=30).json()
+    assert runs, "the campaign's flow run is not in the Prefect server"
+    out = Path(os.environ.get("SELFEVOLVE_SCREENSHOTS") or tmp_path)
+    pages = capture(campaign_pages(campaign["mlflow"], "e2e", campaign["api"].removesuffix("/api"), runs[0]["id"]), out)
+    assert {p.name for p in pages} == {"ui_mlflow_cycles", "ui_mlflow_compare", "ui_mlflow_report", "ui_prefect_flow_run"}
+    for p in pages:
+        assert all(p.found.values()), (p.name, p.found)
+        assert (out / f"{p.name}.png").stat().st_size > 20_000, p.name

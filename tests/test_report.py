@@ -66,7 +66,7 @@ def _search_json(cycle_index: int, fitness: list[float]) -> dict:
     return res.model_dump(mode="json")
 
 
-def build_fake_campaign(root: Path, mass_enabled: bool = True) -> Path:
+def build_fake_campaign(root: Path, mass_enabled: bool = True, frontier: bool = False) -> Path:
     """A 2-cycle campaign's outputs under ``root`` (see module docstring)."""
     rng = random.Random(0)
     _write_params(root, mass_enabled=mass_enabled)
@@ -81,7 +81,10 @@ def build_fake_campaign(root: Path, mass_enabled: bool = True) -> Path:
             "heldout_n": 40, "heldout_samples": 40, "heldout_accuracy": a, "heldout_pass_at_1": a, "heldout_answered_rate": 0.9,
             "heldout_truncated_rate": 0.05, "heldout_mean_output_tokens": 31.5, "heldout_accuracy_level_1": min(1.0, a + 0.4),
             "heldout_accuracy_level_5": a / 2, "gsm8k_n": 20, "gsm8k_samples": 80, "gsm8k_accuracy": a / 4,
-            "gsm8k_pass_at_1": a / 4, "gsm8k_pass_at_4": a / 2, "stage_seconds": 3.2})
+            "gsm8k_pass_at_1": a / 4, "gsm8k_pass_at_4": a / 2, "stage_seconds": 3.2,
+            **({"heldout_frontier_accuracy": a / 2, "heldout_frontier_n": 20, "heldout_seed_accuracy": 0.95, "heldout_seed_n": 20,
+                "heldout_accuracy_form_4_3": a / 2, "heldout_accuracy_form_2_2": 0.95}
+               if frontier else {})})
     for idx, c in enumerate(CYCLES, 1):
         measured = [q.model_copy(deep=True) for q in pool]
         for q in measured:
@@ -248,3 +251,23 @@ def test_report_table_has_paired_significance_and_mass_heldout_columns(tmp_path)
     assert c2[col].strip() == f"{p2:.3f}" and c1[col].strip() == "1.000"
     cells = [x.strip() for x in c2]
     assert {"0.610", "0.520", "9.500", "14.000"} <= set(cells)
+
+
+def test_report_shows_the_frontier_and_seed_forms_per_cycle(tmp_path):
+    """With held-out splits, the frontier figure and the per-form heat map have data (not the
+    missing-data note), the series holds one row per cycle and form, and the table carries the
+    frontier column."""
+    from selfevolve.questions import arith
+
+    root = build_fake_campaign(tmp_path / "campaign", frontier=True)
+    write_jsonl(root / "data/cycles/base/heldout.jsonl", arith.generate(4, seed=1, forms=["4+3"], split="frontier")
+                + arith.generate(4, seed=2, forms=["2+2"], split="seed"))
+    result = build_report(root, track=False)
+    forms = json.loads((root / "reports" / "forms.json").read_text())
+    assert {(r["cycle"], r["form"]) for r in forms} == {(c, f) for c in ("base", *CYCLES) for f in ("4+3", "2+2")}
+    assert all(r["frontier"] == (r["form"] == "4+3") for r in forms)
+    bench = json.loads((root / "reports" / "benchmarks.json").read_text())
+    assert [r["heldout_frontier_accuracy"] for r in bench] == [0.1, 0.175, 0.225]
+    md = result["report"].read_text()
+    assert "heldout_frontier pass@1" in md and "Held-out accuracy: frontier" in md
+

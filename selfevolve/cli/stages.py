@@ -123,3 +123,67 @@ def dvc_yaml(
         return
     out.write_text(text, encoding="utf-8")
     typer.echo(f"wrote {out} ({sum(1 for _ in STAGES)} stages)")
+
+
+def ui(
+    root: Path = typer.Option(Path("."), "--root", help="project root (params.yaml, mlflow/)"),
+    port: int = typer.Option(5000, help="MLflow UI port on 127.0.0.1"),
+) -> None:
+    """Serve the campaign's MLflow store on 127.0.0.1 and print where to compare its cycles: the
+    cycle runs in the runs table, side by side, and the report's charts over the cycles. Runs until
+    Ctrl-C, then stops the server."""
+    import logging
+    import signal
+
+    from selfevolve import services
+    from selfevolve.tracking import campaign_urls
+
+    setup_logging()
+    log = logging.getLogger("selfevolve")
+    root = root.resolve()
+    params = load_params_or_fail(root / "params.yaml")
+    with services.Stack() as st:
+        url = services.start_mlflow(st, root, port=port)
+        try:
+            links = campaign_urls(url, params.campaign)
+        except KeyError as exc:
+            fail(str(exc.args[0]))
+        for name, what in (("cycles", "the cycles (runs table)"), ("compare", "the cycles side by side"),
+                           ("report", "the report's charts over the cycles")):
+            if name in links:
+                typer.echo(f"{what}:\n  {links[name]}")
+        log.info("MLflow UI on %s (Ctrl-C stops it)", url)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+
+
+def screenshots(
+    root: Path = typer.Option(Path("."), "--root", help="project root of a finished campaign (params.yaml, mlflow/, .prefect/)"),
+    out: Path = typer.Option(Path("docs/figures"), "--out", "-o", help="folder for the PNG files"),
+) -> None:
+    """Screenshot the campaign in the MLflow UI (the cycle runs, the cycles side by side, the report's
+    charts) and the Prefect UI (the campaign's flow run), in headless Chromium, checking that each page
+    shows what it must. Starts both servers on free ports of 127.0.0.1 over the project's stores and
+    stops them after. Needs Debian's chromium and chromium-driver."""
+    import httpx
+
+    from selfevolve import services
+    from selfevolve.reporting.screenshots import BrowserUnavailable, browser_paths, campaign_pages, capture
+
+    setup_logging()
+    root = root.resolve()
+    params = load_params_or_fail(root / "params.yaml")
+    try:
+        browser_paths()
+    except BrowserUnavailable as exc:
+        fail(str(exc))
+    with services.Stack() as st:
+        mlflow_url = services.start_mlflow(st, root)
+        api = services.start_prefect(st, root)
+        runs = httpx.post(f"{api}/flow_runs/filter", json={"flows": {"name": {"any_": ["campaign"]}}, "sort": "START_TIME_DESC"},
+                          timeout=30).json()
+        pages = capture(campaign_pages(mlflow_url, params.campaign, api.removesuffix("/api"), runs[0]["id"] if runs else None),
+                        root / out)
+    for p in pages:
+        missing = [s for s, ok in p.found.items() if not ok]
+        typer.echo(f"{root / out / (p.name + '.png')}" + (f"  (did not show: {missing})" if missing else ""))

@@ -24,6 +24,7 @@ class CampaignData:
     missing: list[str] = field(default_factory=list)
     params: dict = field(default_factory=dict)
     heldout: dict[str, dict[str, int]] = field(default_factory=dict)
+    heldout_questions: list = field(default_factory=list)
 
     def heldout_p_vs_base(self, cycle: str) -> float | None:
         """Exact McNemar p-value of the cycle's held-out outcomes against the base model's on the
@@ -52,6 +53,12 @@ def collect_campaign(root: str | Path = ".", params_path: str | Path | None = No
     root = Path(root)
     params = load_params(Path(params_path) if params_path else root / "params.yaml")
     data = CampaignData(campaign=params.campaign, cycles=["base", *params.cycle_names()], params=params.model_dump(mode="json"))
+    base = cycle_paths("base", root)
+    if base.heldout.is_file():
+        try:
+            data.heldout_questions = read_jsonl(base.heldout, Question)
+        except (OSError, RecordFileError) as exc:
+            data.missing.append(f"{base.heldout}: unreadable ({exc})")
     for c in data.cycles:
         P = cycle_paths(c, root)
         mdir = P.metrics_dir

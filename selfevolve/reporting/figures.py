@@ -12,6 +12,8 @@ from selfevolve.reporting.series import ROLES
 
 #: figure name -> (file name, title)
 FIGURES: dict[str, tuple[str, str]] = {
+    "frontier": ("frontier.png", "Held-out accuracy: frontier (never supervised) and seed forms, per cycle"),
+    "forms": ("heldout_forms.png", "Held-out accuracy per question form and cycle"),
     "benchmarks": ("benchmarks.png", "Benchmark scores per cycle"),
     "pool_size": ("pool_size.png", "Question pool size per cycle"),
     "pool_levels": ("pool_levels.png", "Question pool difficulty: level distribution per cycle"),
@@ -194,25 +196,58 @@ def _plot_pool_pass_rate(ax, data: CampaignData, series: dict) -> None:
                        Line2D([], [], marker="D", linestyle="", color="tab:red", label="mean")], loc="lower right", fontsize=8)
 
 
-def _plot_critic(ax, data: CampaignData, series: dict) -> None:
-    title = FIGURES["critic"][1]
-    rows = series["critic"]
+def _line_figure(ax, data: CampaignData, rows: list[dict], name: str, fields: list[tuple[str, str, dict]], ylabel: str,
+                 missing: str, **legend) -> None:
+    """A figure of fractions per cycle, one line per field, or the note ``missing`` without rows."""
+    title = FIGURES[name][1]
     if not rows:
-        _no_data(ax, title, "no metrics/<cycle>/critic_questions.json or critic_plans.json")
+        _no_data(ax, title, missing)
         return
-    _lines(ax, data.cycles, rows, [("critic_question_pass_rate", "questions passing the quality gate (s_q >= alpha, valid spec)", {}),
-                                   ("critic_plan_pass_rate", "plans passing the plan gate (s_p >= beta)", {})])
-    _finish(ax, data.cycles, title, "pass rate", FRACTION)
+    _lines(ax, data.cycles, rows, fields)
+    _finish(ax, data.cycles, title, ylabel, FRACTION, **legend)
+
+
+def _plot_critic(ax, data: CampaignData, series: dict) -> None:
+    _line_figure(ax, data, series["critic"], "critic",
+                 [("critic_question_pass_rate", "questions passing the quality gate (s_q >= alpha, valid spec)", {}),
+                  ("critic_plan_pass_rate", "plans passing the plan gate (s_p >= beta)", {})],
+                 "pass rate", "no metrics/<cycle>/critic_questions.json or critic_plans.json")
 
 
 def _plot_rewards(ax, data: CampaignData, series: dict) -> None:
-    title = FIGURES["rewards"][1]
-    rows = series["rewards"]
+    _line_figure(ax, data, series["rewards"], "rewards", [(f"reward_{r}", r, {}) for r in ROLES], "mean reward",
+                 "no reward_<role> in metrics/<cycle>/rewards.json", title="role")
+
+
+def _plot_frontier(ax, data: CampaignData, series: dict) -> None:
+    _line_figure(ax, data, series["benchmarks"], "frontier",
+                 [("heldout_frontier_accuracy", "frontier (never supervised)", {"color": "tab:red", "linewidth": 2.5}),
+                  ("heldout_seed_accuracy", "seed forms (retention)", {"color": "tab:blue", "linewidth": 2.5})],
+                 "greedy accuracy (held-out)", "no heldout_frontier_accuracy / heldout_seed_accuracy in metrics/<cycle>/evaluate.json\n"
+                 "(a seed set without held-out splits)")
+
+
+def _plot_forms(ax, data: CampaignData, series: dict) -> None:
+    """Held-out accuracy per question form (rows) and cycle (columns), as a heat map."""
+    title = FIGURES["forms"][1]
+    rows = series["forms"]
     if not rows:
-        _no_data(ax, title, "no reward_<role> in metrics/<cycle>/rewards.json")
+        _no_data(ax, title, "no heldout_accuracy_form_<form> in metrics/<cycle>/evaluate.json")
         return
-    _lines(ax, data.cycles, rows, [(f"reward_{r}", r, {}) for r in ROLES])
-    _finish(ax, data.cycles, title, "mean reward", FRACTION, title="role")
+    forms = sorted({r["form"] for r in rows}, key=lambda f: (max(int(x) for x in re.findall(r"\d+", f)), f))
+    cycles = [c for c in data.cycles if any(r["cycle"] == c for r in rows)]
+    grid = [[next((r["accuracy"] for r in rows if r["cycle"] == c and r["form"] == f), float("nan")) for c in cycles] for f in forms]
+    im = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="RdYlGn", aspect="auto")
+    for i, line in enumerate(grid):
+        for j, v in enumerate(line):
+            if v == v:  # not NaN
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+    frontier = {r["form"] for r in rows if r.get("frontier")}
+    ax.set_yticks(range(len(forms)), [f"{f} (frontier)" if f in frontier else f for f in forms], fontsize=7)
+    ax.set_xticks(range(len(cycles)), cycles)
+    ax.set_xlabel("cycle")
+    ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax, fraction=0.04)
 
 
 def _plot_mass(axes, data: CampaignData, series: dict) -> None:
@@ -254,15 +289,16 @@ def render_figures(data: CampaignData, series: dict, out_dir: str | Path) -> dic
     """Write every figure of ``FIGURES`` into ``out_dir`` (PNG). Returns name -> path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plotters = {"benchmarks": _plot_benchmarks, "pool_size": _plot_pool_size, "pool_levels": _plot_pool_levels,
-                "pool_pass_rate": _plot_pool_pass_rate, "critic": _plot_critic, "rewards": _plot_rewards}
+    plotters = {"frontier": _plot_frontier, "forms": _plot_forms, "benchmarks": _plot_benchmarks, "pool_size": _plot_pool_size,
+                "pool_levels": _plot_pool_levels, "pool_pass_rate": _plot_pool_pass_rate, "critic": _plot_critic,
+                "rewards": _plot_rewards}
     paths: dict[str, Path] = {}
     for name, (fname, _title) in FIGURES.items():
         if name == "mass":
             fig, axes = _new_figure(ncols=2, width=6.5)
             _plot_mass(axes, data, series)
         else:
-            fig, (ax,) = _new_figure(width=8.5 if name == "pool_levels" else 7.5)
+            fig, (ax,) = _new_figure(width=8.5 if name == "pool_levels" else 7.5, height=6.5 if name == "forms" else 4.5)
             plotters[name](ax, data, series)
         fig.suptitle(f"campaign {data.campaign}", fontsize=9, color="dimgray")
         path = out_dir / fname

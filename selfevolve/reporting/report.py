@@ -52,6 +52,11 @@ __all__ = ["build_report", "write_markdown"]
 
 
 _CAPTIONS = {
+    "frontier": "Greedy held-out accuracy of each cycle's model on the frontier forms (one step beyond the warm start, never "
+                "trained on) and on the seed forms the warm start learned (retention). Exact McNemar tests against the base "
+                "model are in the table (`heldout_<split>_p_vs_base`).",
+    "forms": "Held-out accuracy per question form (`a+b`: an a-digit plus a b-digit number) per cycle: where the gains "
+             "are, and what is still out of reach.",
     "benchmarks": "Score of each cycle's model (base = the starting model) on every benchmark of `evaluation.benchmarks`: "
                   "solid = pass@1 (greedy when k = 1), dashed = pass@k (unbiased estimator, Chen et al. 2021). "
                   "Per-item results: `data/cycles/<cycle>/eval/<benchmark>.jsonl`.",
@@ -67,11 +72,18 @@ _CAPTIONS = {
 
 
 def _fmt(v: Any) -> str:
+    """A table cell: tiny values (p-values) in scientific notation, other floats to 3 places."""
     if v is None:
         return "-"
     if isinstance(v, float):
+        if 0 < abs(v) < 0.001:
+            return f"{v:.2g}"
         return f"{v:.3f}"
     return str(v)
+
+
+def _count(v: float | None) -> int | None:
+    return None if v is None else int(v)
 
 
 def _table(data: CampaignData, series: dict) -> str:
@@ -85,6 +97,11 @@ def _table(data: CampaignData, series: dict) -> str:
         cols.append((label, lambda c, k=k: by["benchmarks"].get(c, {}).get(k)))
     if data.heldout:
         cols.append(("held-out p vs base", data.heldout_p_vs_base))
+    for split in ("frontier", "seed"):
+        if any(data.metric(c, "evaluate", f"heldout_{split}_p_vs_base") is not None for c in data.cycles):
+            cols.append((f"{split} p vs base", lambda c, s=split: data.metric(c, "evaluate", f"heldout_{s}_p_vs_base")))
+    if any(data.metric(c, "datasets", "self_labels") is not None for c in data.cycles):
+        cols.append(("self-labels", lambda c: _count(data.metric(c, "datasets", "self_labels"))))
     if any(data.metric(c, "evaluate", "mass_champion_accuracy") is not None for c in data.cycles):
         cols += [("MASS champion held-out", lambda c: data.metric(c, "evaluate", "mass_champion_accuracy")),
                  ("single agent held-out", lambda c: data.metric(c, "evaluate", "mass_single_agent_accuracy")),
@@ -92,7 +109,7 @@ def _table(data: CampaignData, series: dict) -> str:
                  ("single acc/1k tok", lambda c: data.metric(c, "evaluate", "mass_single_agent_accuracy_per_1k_tokens"))]
     cols += [
         ("pool", lambda c: by["pool"].get(c, {}).get("pool_size")),
-        ("+pool", lambda c: data.metric(c, "rewards", "pool_growth")),
+        ("+pool", lambda c: _count(data.metric(c, "rewards", "pool_growth"))),
         ("pool pass rate", lambda c: by["pool"].get(c, {}).get("mean_pass_rate")),
         ("q gate pass", lambda c: data.metric(c, "critic_questions", "critic_question_pass_rate")),
         ("plan gate pass", lambda c: data.metric(c, "critic_plans", "critic_plan_pass_rate")),

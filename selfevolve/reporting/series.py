@@ -11,7 +11,7 @@ from typing import Any
 from selfevolve.reporting.collect import CampaignData
 
 ROLES = ("challenger", "planner", "solver", "critic")
-SERIES = ("benchmarks", "pool", "pool_levels", "pool_pass_rates", "critic", "rewards", "mass", "mass_history")
+SERIES = ("forms", "benchmarks", "pool", "pool_levels", "pool_pass_rates", "critic", "rewards", "mass", "mass_history")
 
 
 
@@ -33,6 +33,7 @@ def _round(v: Any, nd: int = 6) -> Any:
 def compute_series(data: CampaignData) -> dict[str, list[dict]]:
     """The per-cycle series (JSON-ready lists of row dicts, each with ``cycle`` and ``step``).
 
+    ``forms``: held-out accuracy per question form and cycle (``form``, ``accuracy``, ``frontier``).
     ``benchmarks``: ``<name>_accuracy``, ``<name>_pass_at_<k>`` per cycle (every benchmark of any
     cycle, ``None`` where absent). ``pool``: ``pool_size``, per-source counts ``<source>_questions``,
     ``measured`` (questions with a pass rate), ``mean_pass_rate``, ``level_<L>`` counts.
@@ -58,6 +59,15 @@ def compute_series(data: CampaignData) -> dict[str, list[dict]]:
     for c in data.cycles:
         if "evaluate" in data.metrics.get(c, {}):
             out["benchmarks"].append({"cycle": c, "step": step[c], **{k: data.metric(c, "evaluate", k) for k in keys}})
+
+    # held-out accuracy per form (the arith ladder's forms; frontier forms marked)
+    frontier_forms = {q.meta.get("form") for q in data.heldout_questions if q.meta.get("split") == "frontier"}
+    for c in data.cycles:
+        for key, value in data.metrics.get(c, {}).get("evaluate", {}).items():
+            if key.startswith("heldout_accuracy_form_") and isinstance(value, (int, float)):
+                form = key.removeprefix("heldout_accuracy_form_").replace("_", "+")
+                out["forms"].append({"cycle": c, "step": step[c], "form": form, "accuracy": _round(float(value)),
+                                     "frontier": form in frontier_forms})
 
     # pool
     levels = sorted({q.level for qs in data.pools.values() for q in qs if q.level is not None})

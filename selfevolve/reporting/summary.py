@@ -8,6 +8,9 @@ from pathlib import Path
 from selfevolve.paths import cycle_paths
 
 COLUMNS = [
+    ("frontier", "evaluate", "heldout_frontier_accuracy"),
+    ("p", "evaluate", "heldout_frontier_p_vs_base"),
+    ("seed forms", "evaluate", "heldout_seed_accuracy"),
     ("heldout acc", "evaluate", "heldout_accuracy"),
     ("pool", "rewards", "pool_size"),
     ("+pool", "rewards", "pool_growth"),
@@ -18,7 +21,8 @@ COLUMNS = [
     ("r_plan", "rewards", "reward_planner"),
     ("r_solv", "rewards", "reward_solver"),
     ("r_crit", "rewards", "reward_critic"),
-    ("rl best val", "train_rl", "best_val_accuracy"),
+    ("labels", "datasets", "self_labels"),
+    ("val", "train_rl", "best_val_accuracy"),
     ("mass fit", "mass_search", "mass_math_fitness"),
     ("mass champ", "evaluate", "mass_champion_accuracy"),
     ("single", "evaluate", "mass_single_agent_accuracy"),

@@ -54,8 +54,10 @@ def execute(stage: Stage, params: Params, cycle: str | None = None, root: str | 
     if track:
         with stage_run(params.campaign, cycle, stage.name, params.model_dump(mode="json"), root) as run:
             ctx.log_step = lambda step, m: run.log_metrics(m, step=step)
-            metrics = {**stage.run(ctx), "stage_seconds": round(time.time() - t0, 2)}
-            run.log_metrics(metrics, step=ctx.index, parent=True)
+            metrics = stage.run(ctx)
+            run.log_metrics(metrics, step=ctx.index, parent=True)  # the cycle's run gathers every stage's metrics
+            metrics = {**metrics, "stage_seconds": round(time.time() - t0, 2)}
+            run.log_metrics({"stage_seconds": metrics["stage_seconds"]})
             for name in stage.artifacts:
                 log_output(run, getattr(ctx.paths, name), name)
     else:
