@@ -17,7 +17,7 @@ export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test serve ui screenshots figures bench bench-sage summary clean-outputs help
+.PHONY: install run test serve ui screenshots figures push pull bench bench-sage summary clean-outputs help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -50,8 +50,14 @@ screenshots: install  ## screenshots of the campaign in the MLflow and Prefect U
 
 figures: install  ## the README's figures from this checkout's campaign (after make run): report plots and UI screenshots
 	$(BIN)/selfevolve report --out reports
-	cp reports/frontier.png reports/heldout_forms.png reports/pool_levels.png reports/rewards.png reports/critic_pass_rates.png docs/figures/
+	cp reports/*.png docs/figures/
 	$(BIN)/selfevolve screenshots --out docs/figures
+
+push: install  ## outputs and DVC's run-cache to the default DVC remote (../selfevolve-dvc-remote unless configured)
+	$(BIN)/dvc push --run-cache
+
+pull: install  ## outputs and run-cache from the DVC remote (then `dvc status` is clean where dvc.lock matches)
+	$(BIN)/dvc pull --run-cache
 
 summary: install  ## per-cycle summary table of the campaign
 	$(BIN)/selfevolve summary

@@ -14,9 +14,11 @@ from tasks import stages
 
 
 @flow(name="campaign", log_prints=True)
-def campaign(cycles: int = 2, root: str = str(stages.ROOT)) -> dict:
-    """Run the first ``cycles`` cycles of params.yaml. Raises ``ValueError`` if params.yaml defines
-    fewer cycles (add them under ``cycles:``, each with ``init`` = the previous one)."""
+def campaign(cycles: int = 2, root: str = str(stages.ROOT), commit_lock: bool = True) -> dict:
+    """Run the first ``cycles`` cycles of params.yaml, then the report; with ``commit_lock``, commit
+    ``dvc.lock`` (the record of what was made) to the project's git repository, so that it travels
+    with the outputs pushed to the DVC remote (``make push``). Raises ``ValueError`` if params.yaml
+    defines fewer cycles (add them under ``cycles:``, each with ``init`` = the previous one)."""
     from selfevolve.config import load_params
     from selfevolve.reporting.summary import campaign_summary
 
@@ -28,6 +30,8 @@ def campaign(cycles: int = 2, root: str = str(stages.ROOT)) -> dict:
     for name in names[:cycles]:
         cycle(name=name, root=root)
     stages.report(root=root)
+    if commit_lock:
+        stages.commit_lock(f"campaign: dvc.lock after {', '.join(['base', *names[:cycles]])}", root=root)
     summary = campaign_summary(root, names[:cycles])
     get_run_logger().info("campaign finished:\n%s", summary["table"])
     return summary

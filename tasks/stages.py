@@ -89,3 +89,27 @@ def report(root: str = str(ROOT)) -> str:
     """``selfevolve report``: plots and markdown for the campaign so far (reports/), logged to MLflow."""
     run_logged([str(Path(sys.executable).parent / "selfevolve"), "report", "--root", root], root, "report")
     return f"{root}/reports/report.md"
+
+
+@task(name="commit dvc.lock")
+def commit_lock(message: str, root: str = str(ROOT)) -> bool:
+    """Commit ``dvc.lock`` (only that file) to the git repository at ``root`` when it changed, so the
+    record of what the campaign made travels with the code; a commit that cannot be made (no git
+    repository, no identity) is logged and skipped. Returns whether a commit was made."""
+    logger = get_run_logger()
+    git = ["git", "-C", str(root)]
+    if subprocess.run([*git, "rev-parse", "--is-inside-work-tree"], capture_output=True).returncode != 0:
+        logger.info("%s is not a git repository: dvc.lock not committed", root)
+        return False
+    subprocess.run([*git, "add", "dvc.lock"], capture_output=True)
+    if subprocess.run([*git, "diff", "--cached", "--quiet", "--", "dvc.lock"]).returncode == 0:
+        return False
+    identity = [] if subprocess.run([*git, "config", "user.email"], capture_output=True).stdout.strip() else \
+        ["-c", "user.name=selfevolve", "-c", "user.email=selfevolve@localhost"]
+    r = subprocess.run(["git", "-C", str(root), *identity, "commit", "-q", "-m", message, "--", "dvc.lock"], capture_output=True, text=True)
+    if r.returncode != 0:
+        logger.warning("could not commit dvc.lock: %s", r.stderr.strip()[-500:])
+        return False
+    logger.info("committed dvc.lock: %s", message)
+    return True
+

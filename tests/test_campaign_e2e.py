@@ -215,3 +215,46 @@ def test_the_uis_show_the_campaign(campaign, tmp_path):
     for p in pages:
         assert all(p.found.values()), (p.name, p.found)
         assert (out / f"{p.name}.png").stat().st_size > 20_000, p.name
+
+
+def test_editing_code_reruns_exactly_the_stages_that_use_it(campaign):
+    """dvc.yaml's code dependencies come from each stage's imports: a change to the Solver's parser
+    makes every stage that parses role output stale, and none of the stages that only grade,
+    reward or assemble datasets."""
+    root = campaign["root"]
+    parser = root / "selfevolve" / "roles" / "parsers.py"
+    original = parser.read_text()
+    try:
+        parser.write_text(original + "\n# edited\n")
+        changed = set(json.loads(dvc(root, "status", "--json").stdout))
+        assert {"challenge@c1", "critic_questions@c1", "plan@c1", "solve@c1", "evaluate@c1", "evaluate_base"} <= changed
+        assert not {"seeds", "verify@c1", "rewards@c1", "datasets@c1"} & changed, changed
+    finally:
+        parser.write_text(original)
+    assert json.loads(dvc(root, "status", "--json").stdout) == {}
+
+
+def test_a_second_clone_pulls_the_campaign_and_runs_the_next_cycle(campaign, tmp_path):
+    """The campaign committed dvc.lock; `dvc push --run-cache` to a remote, then a second clone
+    pulls everything, `dvc status` is clean there, and it runs cycle c3 from the pulled c2."""
+    root, env = campaign["root"], dict(campaign["env"])
+    log = subprocess.run(["git", "log", "--format=%s", "--", "dvc.lock"], cwd=root, capture_output=True, text=True).stdout
+    assert log.startswith("campaign: dvc.lock after base, c1, c2"), log
+    remote = tmp_path / "remote"
+    dvc(root, "remote", "modify", "--local", "local", "url", str(remote))
+    dvc(root, "push", "--run-cache")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+    dvc(clone, "config", "--local", "core.site_cache_dir", str(clone / ".dvc" / "site-cache"))
+    dvc(clone, "remote", "modify", "--local", "local", "url", str(remote))
+    dvc(clone, "pull", "--run-cache")
+    assert json.loads(dvc(clone, "status", "--json").stdout) == {}
+    assert (clone / "models" / "c2" / "config.json").is_file()
+    params = yaml.safe_load((clone / "params.yaml").read_text())
+    params["cycles"]["c3"] = {"init": "c2"}
+    (clone / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    r = dvc(clone, "repro", "evaluate@c3", env=env)
+    assert "Running stage 'challenge@c3'" in r.stdout and "Running stage 'challenge@c2'" not in r.stdout
+    m = json.loads((clone / "metrics" / "c3" / "evaluate.json").read_text())
+    assert m["heldout_n"] == 16 and json.loads(dvc(clone, "status", "--json").stdout) == {}

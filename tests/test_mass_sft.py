@@ -10,12 +10,8 @@ from selfevolve.config import LoraParams, MassParams, Params, SFTParams
 from selfevolve.mass.design import DesignLimits, planner_solver, planner_solver_review, single_agent
 from selfevolve.mass.executor import run_design
 from selfevolve.mass.search import search_and_collect
-from selfevolve.mass.sft_data import (
-    chats_to_records,
-    collect_champion_trajectories,
-    select_for_sft,
-    trajectories_to_chats,
-)
+from selfevolve.mass.sft_data import chats_to_records, trajectories_to_chats
+from selfevolve.mass.trajectories import collect_champion_trajectories, select_for_sft
 from selfevolve.roles.templates import render
 from selfevolve.questions import arith
 from selfevolve.training.sft import assistant_token_mask, train_sft

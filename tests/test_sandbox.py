@@ -389,7 +389,6 @@ def test_unprivileged_user_namespace_path(tmp_path):
     import ast
     import shutil
     import subprocess
-    import sys
     import tempfile
 
     python = "/usr/bin/python3"

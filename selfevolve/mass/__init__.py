@@ -12,7 +12,8 @@ Modules:
 - ``operators``: structural mutations and the structural merge (fallbacks for model proposals);
 - ``search``: ``run_search`` (population evolution, champion per domain) and ``search_and_collect``
   (search + champion trajectories: what the ``mass_search`` stage runs);
-- ``sft_data``: champion trajectories -> SFT chats (``trajectories_to_chats``);
+- ``trajectories``: the champion run many times, verified runs kept (``collect_champion_trajectories``);
+- ``sft_data``: kept trajectories -> SFT chats (``trajectories_to_chats``; pure conversion);
 - ``benchmark``: the champion against the single agent on held-out questions.
 
 Prompts: ``selfevolve/prompts/mass/`` (proposal, merge, pairwise judge).

@@ -463,9 +463,9 @@ def search_and_collect(backend: Backend, pool: Sequence[Question], params, verif
     ``sampling.max_new_tokens`` in a window of ``model.max_model_len``; then the champion runs
     ``mass.trajectories_per_question`` times on every pool question of its domain with
     ``params.sampling``, and completed runs the verifier accepted are kept
-    (``sft_data.select_for_sft``). Raises ``ValueError`` for an empty pool.
+    (``trajectories.select_for_sft``). Raises ``ValueError`` for an empty pool.
     """
-    from selfevolve.mass.sft_data import collect_champion_trajectories, select_for_sft
+    from selfevolve.mass.trajectories import collect_champion_trajectories, select_for_sft
 
     mass, s = params.mass, params.sampling
     pool = list(pool)

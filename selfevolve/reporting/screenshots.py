@@ -59,7 +59,7 @@ def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = Non
     if "compare" in links:
         pages.append(Page("ui_mlflow_compare", links["compare"], ["Comparing", "Metrics", "base", "c1"]))
     if "report" in links:
-        pages.append(Page("ui_mlflow_report", links["report"], ["campaign/report", "heldout_frontier_accuracy"]))
+        pages.append(Page("ui_mlflow_report", links["report"], ["campaign/report", "Model metrics"]))
     if prefect_url and flow_run_id:
         pages.append(Page("ui_prefect_flow_run", f"{prefect_url.rstrip('/')}/runs/flow-run/{flow_run_id}",
                           ["campaign", "Completed"]))

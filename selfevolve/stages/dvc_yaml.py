@@ -190,7 +190,8 @@ def stage_entry(stage: Stage) -> dict:
         "deps": [_path(d, stage.per_cycle) for d in stage.deps] + code_deps(stage),
         "params": list(stage.params),
         "outs": [_path(o, stage.per_cycle) for o in stage.outs],
-        "metrics": [{CyclePaths(Path("."), cycle).metrics(stage.metrics_file).as_posix(): {"cache": False}}],
+        # Metrics are cached like any output, so `dvc push` carries them to a second clone.
+        "metrics": [CyclePaths(Path("."), cycle).metrics(stage.metrics_file).as_posix()],
     }
     if not entry["deps"]:
         del entry["deps"]

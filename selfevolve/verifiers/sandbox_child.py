@@ -16,7 +16,7 @@ if __name__ != "__selfevolve_sandbox__":
                       "sandbox interpreter (see selfevolve.verifiers.sandbox_zygote) and must not be imported")
 
 import builtins as _B
-import os, sys, io, gc, ast, types, marshal, struct, select, socket, errno, resource, signal, random
+import os, sys, io, gc, ast, types, marshal, struct, select, socket, resource, signal, random
 import ctypes
 import warnings
 
