@@ -209,16 +209,16 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
     ui = base_url.rstrip("/") + "/#"
     # MLflow's shared view (an experiment tag the UI reads for ?viewStateShareKey=...): the cycle runs
     # in start order with the headline metrics as columns
-    state = {"searchFilter": f"tags.`{TAG_KIND}` = 'cycle'", "orderByKey": "attributes.start_time", "orderByAsc": True,
+    cycle_runs = f"tags.`{TAG_KIND}` = 'cycle' and tags.`{TAG_CYCLE}` != 'campaign'"
+    state = {"searchFilter": cycle_runs, "orderByKey": "attributes.start_time", "orderByAsc": True,
              "selectedColumns": [f"metrics.`{m}`" for m in HEADLINE_METRICS]}
     client.set_experiment_tag(eid, SHARED_VIEW_TAG + CYCLES_VIEW, json.dumps(state))
     query = urlencode({"workflowType": "machine_learning", "viewStateShareKey": CYCLES_VIEW})
     out = {"cycles": f"{ui}/experiments/{eid}/runs?{query}"}
-    cycles = [r for r in client.search_runs([eid], filter_string=f"tags.`{TAG_KIND}` = 'cycle'", order_by=["attributes.start_time ASC"])
-              if r.data.tags.get(TAG_CYCLE) != "campaign"]
+    cycles = client.search_runs([eid], filter_string=cycle_runs, order_by=["attributes.start_time ASC"])
     if cycles:
         ids = quote(json.dumps([r.info.run_id for r in cycles]))
-        out["compare"] = f"{ui}/compare-runs?runs={ids}&experiments={quote(json.dumps([eid]))}"
+        out["compare"] = f"{ui}/compare-runs?runs={ids}&experiments={quote(json.dumps([eid]))}&workflowType=machine_learning"
     report = client.search_runs([eid], filter_string=f"tags.`{TAG_STAGE}` = 'report'", max_results=1)
     if report:
         out["report"] = f"{ui}/experiments/{eid}/runs/{report[0].info.run_id}/model-metrics?workflowType=machine_learning"

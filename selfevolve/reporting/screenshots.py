@@ -20,6 +20,20 @@ CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--window-size=1600,1000")
 
 
+#: MLflow pages: close the assistant side panel and the shared-view banner, which cover the runs.
+MLFLOW_TIDY = ("for (const b of document.querySelectorAll('button[aria-label=\"Close\"], button[aria-label=\"Hide banner\"]'))"
+               " b.click();")
+#: The compare page: bring its metrics table (the cycles' values side by side) into view.
+SCROLL_TO_METRICS = ("const m = [...document.querySelectorAll('div,span,h1,h2,h3,h4')]"
+                     ".filter(e => e.textContent.trim() === 'Metrics');"
+                     " if (m.length) m[m.length - 1].scrollIntoView({block: 'start'});")
+
+#: The report run's charts: show the held-out accuracy charts first (the metric-chart search box).
+SEARCH_HELDOUT = ("const i = document.querySelector('input[placeholder=\"Search metric charts\"]');"
+                  " if (i) { Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(i, 'heldout');"
+                  " i.dispatchEvent(new Event('input', {bubbles: true})); }")
+
+
 @dataclass
 class Page:
     """One page to capture: ``name`` (the PNG's stem), ``url``, the texts its DOM must contain,
@@ -55,11 +69,14 @@ def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = Non
     from selfevolve.tracking import campaign_urls
 
     links = campaign_urls(mlflow_url, campaign)
-    pages = [Page("ui_mlflow_cycles", links["cycles"], ["Runs", "Model training", "base", "c1", "heldout_frontie", "pool_growth"])]
+    pages = [Page("ui_mlflow_cycles", links["cycles"], ["Runs", "Model training", "base", "c1", "heldout_frontie", "pool_growth"],
+                  MLFLOW_TIDY)]
     if "compare" in links:
-        pages.append(Page("ui_mlflow_compare", links["compare"], ["Comparing", "Metrics", "base", "c1"]))
+        pages.append(Page("ui_mlflow_compare", links["compare"], ["Comparing", "Metrics", "base", "c1"],
+                          MLFLOW_TIDY + SCROLL_TO_METRICS))
     if "report" in links:
-        pages.append(Page("ui_mlflow_report", links["report"], ["campaign/report", "Model metrics"]))
+        pages.append(Page("ui_mlflow_report", links["report"], ["campaign/report", "Model metrics"],
+                          MLFLOW_TIDY + SEARCH_HELDOUT))
     if prefect_url and flow_run_id:
         pages.append(Page("ui_prefect_flow_run", f"{prefect_url.rstrip('/')}/runs/flow-run/{flow_run_id}",
                           ["campaign", "Completed"]))
