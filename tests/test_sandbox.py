@@ -322,7 +322,7 @@ def main():
     base = tempfile.mkdtemp(dir=BASE)
     _send_msg(a, {"features": ["userns", "mount", "net", "pid", "ipc"], "idle_timeout_s": 30,
                   "home": os.path.expanduser("~"), "tmp": base})
-    hello = _recv_msg(a)
+    hello, _ = _recv_msg(a)
     if hello is None:
         print(json.dumps({"error": p.stderr.read().decode()[-2000:]}))
         return
@@ -397,8 +397,10 @@ def test_unprivileged_user_namespace_path(tmp_path):
     from selfevolve.verifiers.sandbox_zygote import _HARNESS_SOURCE
 
     src = Path(__file__).resolve().parents[1].joinpath("selfevolve", "verifiers", "sandbox_zygote.py").read_text()
-    want = {"_FRAME", "_send_msg", "_recv_exact", "_recv_msg", "_parse_frames", "_BOOTSTRAP"}
-    parts = ["from __future__ import annotations", "import marshal, socket, struct", "from typing import Sequence",
+    from selfevolve.verifiers import sandbox_framing
+
+    want = {"_parse_frames", "_BOOTSTRAP"}
+    parts = ["from __future__ import annotations", Path(sandbox_framing.__file__).read_text(),
              f"_HARNESS_SOURCE = {_HARNESS_SOURCE!r}"]
     for node in ast.parse(src).body:
         names = {node.name} if isinstance(node, ast.FunctionDef) else (

@@ -6,8 +6,10 @@ rlimits, unprivileged uid, the audit-hook policy, pristine builtins, the strict-
 the tests, and the nonce-framed result reports). The isolation properties it implements are listed
 in the docstring of ``selfevolve.verifiers.sandbox``.
 
-This file is never imported. ``selfevolve.verifiers.sandbox_zygote`` reads it as text and starts
-``python -S -s -B -c <bootstrap> <this source> <socket fd>``; the bootstrap executes it with a
+This file is never imported. ``selfevolve.verifiers.sandbox_zygote`` reads it as text, inserts the
+message framing (``sandbox_framing.py``: ``_FRAME``, ``_send_msg``, ``_recv_msg``) at its marker
+below (after the imports, so nothing is imported before ``sys.path`` is scrubbed) and starts
+``python -S -s -B -c <bootstrap> <that source> <socket fd>``; the bootstrap executes it with a
 private copy of the builtins as its globals' ``__builtins__`` (so a program that patches the
 builtins module cannot change this code) and ``__name__ == "__selfevolve_sandbox__"``.
 """
@@ -16,11 +18,10 @@ if __name__ != "__selfevolve_sandbox__":
                       "sandbox interpreter (see selfevolve.verifiers.sandbox_zygote) and must not be imported")
 
 import builtins as _B
-import os, sys, io, gc, ast, types, marshal, struct, select, socket, resource, signal, random
+import os, sys, io, gc, ast, types, marshal, select, socket, resource, signal, random
 import ctypes
 import warnings
 
-_FRAME = struct.Struct("<I")
 sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]  # no cwd entry, before any import below
 _PRELOAD = ("math", "cmath", "re", "string", "collections", "collections.abc", "itertools",
             "functools", "heapq", "bisect", "operator", "copy", "typing", "fractions", "decimal",
@@ -413,37 +414,8 @@ def _make_hook(workdir, protected_ids, self_pid, may_setrlimit):
 
 
 # ------------------------------------------------------------------ framing
-
-def _send_msg(sock, obj, fds=()):
-    data = marshal.dumps(obj)
-    head = _FRAME.pack(len(data))
-    if fds:
-        sent = socket.send_fds(sock, [head], list(fds))
-        if sent < len(head):
-            sock.sendall(head[sent:])
-        sock.sendall(data)
-    else:
-        sock.sendall(head + data)
-
-
-def _recv_msg(sock):
-    first, fds, _flags, _addr = socket.recv_fds(sock, _FRAME.size, 16)
-    if not first:
-        return None, []
-    head = bytearray(first)
-    while len(head) < _FRAME.size:
-        c = sock.recv(_FRAME.size - len(head))
-        if not c:
-            return None, fds
-        head += c
-    (n,) = _FRAME.unpack(bytes(head))
-    buf = bytearray()
-    while len(buf) < n:
-        c = sock.recv(min(1 << 20, n - len(buf)))
-        if not c:
-            return None, fds
-        buf += c
-    return marshal.loads(bytes(buf)), fds
+# the parent inserts sandbox_framing.py (_FRAME, _send_msg, _recv_msg) in place of the next line
+#@sandbox_framing.py@
 
 
 # ------------------------------------------------------------------ namespaces and mounts

@@ -13,58 +13,25 @@ import secrets
 import select
 import shutil
 import socket
-import struct
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
+from selfevolve.verifiers import sandbox_framing
+from selfevolve.verifiers.sandbox_framing import _FRAME, _recv_msg, _send_msg
 from selfevolve.verifiers.sandbox_models import CodeJob, SandboxError, SandboxResult, Status, TestResult
 
 TAIL_BYTES = 4096          # stdout_tail / stderr_tail
 IO_OUTPUT_CAP = 1 << 20    # per io case stdout returned to the parent
 FSIZE_BYTES = 16 << 20     # RLIMIT_FSIZE: largest file (and captured stream) a job may write
 WALL_GRACE_S = 0.25        # wall deadline = timeout_s + grace
-_FRAME = struct.Struct("<I")
 
 
 # --------------------------------------------------------------------------------------------
-# framing (sandbox_child.py has its own copy of _send_msg/_recv_msg: it cannot import this package)
+# the harness's reports (framed messages on the socket: sandbox_framing)
 # --------------------------------------------------------------------------------------------
-
-def _send_msg(sock: socket.socket, obj, fds: Sequence[int] = ()) -> None:
-    data = marshal.dumps(obj)
-    head = _FRAME.pack(len(data))
-    if fds:
-        sent = socket.send_fds(sock, [head], list(fds))
-        if sent < len(head):
-            sock.sendall(head[sent:])
-        sock.sendall(data)
-    else:
-        sock.sendall(head + data)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-def _recv_msg(sock: socket.socket):
-    head = _recv_exact(sock, _FRAME.size)
-    if head is None:
-        return None
-    (n,) = _FRAME.unpack(head)
-    data = _recv_exact(sock, n)
-    if data is None:
-        return None
-    return marshal.loads(data)
-
 
 def _parse_frames(data: bytes, nonce: bytes) -> list:
     """Decode every ``nonce|len|marshal`` frame in ``data``; anything else is ignored."""
@@ -100,7 +67,16 @@ _BOOTSTRAP = (
     "{'__builtins__':dict(builtins.__dict__),'__name__':'__selfevolve_sandbox__'})"
 )
 
-_HARNESS_SOURCE = (Path(__file__).resolve().parent / "sandbox_child.py").read_text(encoding="utf-8")
+def _harness_source() -> str:
+    """sandbox_child.py with sandbox_framing.py inserted at its marker line."""
+    marker = "\n#@sandbox_framing.py@\n"
+    child = (Path(__file__).resolve().parent / "sandbox_child.py").read_text(encoding="utf-8")
+    if child.count(marker) != 1:
+        raise SandboxError(f"sandbox_child.py must hold the line {marker!r} exactly once")
+    return child.replace(marker, "\n" + Path(sandbox_framing.__file__).read_text(encoding="utf-8") + "\n")
+
+
+_HARNESS_SOURCE = _harness_source()
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,7 +115,7 @@ class _Zygote:
         try:
             _send_msg(self.sock, cfg)
             self.sock.settimeout(60)
-            hello = _recv_msg(self.sock)
+            hello, _ = _recv_msg(self.sock)
             self.sock.settimeout(None)
         except OSError:
             hello = None
@@ -222,7 +198,7 @@ class _Zygote:
                           fds=(res_w, out_fd, err_fd))
                 os.close(res_w)
                 res_w = -1
-                started = _recv_msg(self.sock)
+                started, _ = _recv_msg(self.sock)
             except OSError as exc:
                 raise _ZygoteDied(str(exc)) from exc
             if not started or started.get("op") != "started":
@@ -248,7 +224,7 @@ class _Zygote:
                         eof = True
                         poller.unregister(res_r)
                 if sock_fd in ready:
-                    exit_msg = _recv_msg(self.sock)
+                    exit_msg, _ = _recv_msg(self.sock)
                     if exit_msg is None:
                         raise _ZygoteDied("zygote closed the connection")
                     poller.unregister(sock_fd)
@@ -256,7 +232,7 @@ class _Zygote:
                 try:
                     _send_msg(self.sock, {"op": "kill"})
                     self.sock.settimeout(10)
-                    exit_msg = _recv_msg(self.sock)
+                    exit_msg, _ = _recv_msg(self.sock)
                     self.sock.settimeout(None)
                 except OSError as exc:
                     raise _ZygoteDied(f"no exit status after kill: {exc}") from exc
