@@ -57,15 +57,16 @@ def digest(root: Path) -> dict[str, str]:
 
 def run_campaign(root: Path, params, log=print) -> float:
     """Every registered stage for every cycle of ``params``, untracked, in ``root``; returns seconds."""
-    from selfevolve.stages.registry import STAGES
+    from selfevolve.stages.registry import BASE_STAGES, CYCLE_STAGES
     from selfevolve.stages.runner import execute
 
     t0 = time.time()
-    for stage in STAGES:
-        for cycle in (params.cycle_names() if stage.per_cycle else [None]):
-            t = time.time()
-            execute(stage, params, cycle, root, track=False)
-            log(f"  {root.name} {stage.name}{'@' + cycle if cycle else ''}: {time.time() - t:.0f}s")
+    # cycle by cycle, as the DAG orders them: a cycle's stages read the cycle it starts from
+    order = [(s, None) for s in BASE_STAGES] + [(s, c) for c in params.cycle_names() for s in CYCLE_STAGES]
+    for stage, cycle in order:
+        t = time.time()
+        execute(stage, params, cycle, root, track=False)
+        log(f"  {root.name} {stage.name}{'@' + cycle if cycle else ''}: {time.time() - t:.0f}s")
     return time.time() - t0
 
 

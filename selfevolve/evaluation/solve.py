@@ -96,16 +96,18 @@ def prompt_for(question: Question, spec_name: str | None = None) -> str:
     return SOLVER_PROMPT
 
 
-def build_messages(question: Question, prompt: str) -> Messages:
+def build_messages(question: Question, prompt: str, worked_example: bool = False) -> Messages:
     """The one-turn chat for ``question`` with template ``prompt`` (``SOLVER_PROMPT`` or a name in
     ``selfevolve/evaluation/prompts``). Template fields: ``question`` (text), ``prompt``
     (HumanEval's function signature + docstring, else the text), ``problem`` (MBPP task
     description, else the text), ``tests`` (code test statements), ``entry_point``, ``domain``,
-    ``meta``. Raises ``jinja2.TemplateNotFound`` for an unknown template."""
-    if prompt == SOLVER_PROMPT:
-        from selfevolve.roles.templates import messages
+    ``meta``. With ``worked_example`` the Solver's worked exchanges come first
+    (``selfevolve.roles.templates.chat``). Raises ``jinja2.TemplateNotFound`` for an unknown template."""
+    from selfevolve.roles.templates import chat, render
 
-        return messages("solver", question=question.text, domain=question.domain, plan=None)
+    if prompt == SOLVER_PROMPT:
+        return chat("solver", render("solver", question=question.text, domain=question.domain, plan=None), worked_example,
+                    question.domain)
     spec = question.spec
     fields = {
         "question": question.text,
@@ -116,7 +118,7 @@ def build_messages(question: Question, prompt: str) -> Messages:
         "domain": question.domain,
         "meta": question.meta,
     }
-    return [{"role": "user", "content": prompting.render(f"evaluation/{prompt}", **fields)}]
+    return chat("solver", prompting.render(f"evaluation/{prompt}", **fields), worked_example, question.domain)
 
 
 def graded_answer(question: Question, completion: str) -> tuple[str | None, float]:
@@ -216,7 +218,7 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
         sp = SamplingConfig(temperature=params.sampling.temperature, top_p=params.sampling.top_p,
                             max_new_tokens=max_new_tokens or ev.max_new_tokens, n=k)
     templates = [prompt or prompt_for(q, spec_name) for q in questions]
-    convs = [build_messages(q, t) for q, t in zip(questions, templates)]
+    convs = [build_messages(q, t, params.model.worked_examples) for q, t in zip(questions, templates)]
     comps = generate(backend, convs, sp, batch_size or ev.batch_size, seed=seed)
 
     flat_q: list[Question] = []

@@ -12,6 +12,14 @@ Planner        ``<plan>`` with at least one step                          1 / 0.
 Solver         ``<answer>`` with non-empty content                        1 / 0.5 (empty) / 0
 Critic         ``<score>`` holding a number in [0, 10]                    1 / 0.5 (bad number) / 0
 =============  =========================================================  =====================
+
+A real instruct model often writes the intent without the tags. When a tag is missing the parsers
+read the same content from the forms such models use, at half the format reward (so the tags stay
+worth learning): the Solver's last ``\boxed{}``, ``#### N`` or "the answer is" line (a fenced code
+block for code); the Critic's "Score: 7", "7/10", "8 out of 10" or a number word ("seven out of
+ten"); the Planner's numbered steps; the Challenger's question and answer under headings
+("Question:" / "**Problem**" / "### Question", then "Answer:" / "Solution:", a ``\boxed{}`` answer
+preferred), with the question also accepted when its closing tag is wrong (``<question>...</answer>``).
 """
 
 from __future__ import annotations
@@ -21,7 +29,17 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from selfevolve.verifiers.math_extract import extract_answer
+
 _MAX_LEN = 200_000
+#: Where a final answer is read from untagged math text (Solver), in order.
+_UNTAGGED_ANSWER = ("boxed", "gsm8k", "answer_is")
+#: ... and from a Challenger's answer section, which may also be the bare value or a worked solution.
+_SECTION_ANSWER = ("boxed", "gsm8k", "answer_is", "bare", "last_number")
+_ANY_TAG = re.compile(r"</?[A-Za-z_]+>")
+_HEADING = r"(?im)^[ \t]*(?:#+[ \t]*|\*\*|__)?(?:{words})[ \t]*(?:\d+)?[ \t]*(?:\*\*|__)?[ \t]*[:.)]?[ \t]*(?:\*\*|__)?[ \t]*"
+_QUESTION_HEAD = re.compile(_HEADING.format(words=r"new\s+question|new\s+problem|question|problem"))
+_ANSWER_HEAD = re.compile(_HEADING.format(words=r"final\s+answer|answer|solution"))
 
 
 def _text(s) -> str:
@@ -84,25 +102,65 @@ def split_tests(block: str) -> list[str]:
         return [ln.strip() for ln in block.splitlines() if ln.strip()]
 
 
+def _question_tag(text: str) -> str | None:
+    """The ``<question>`` content; when its closing tag is missing or wrong (``<question>...</answer>``),
+    the text up to the next tag."""
+    q = extract_tag(text, "question")
+    if q is None or _closed(text, "question"):
+        return q
+    return _ANY_TAG.split(q, 1)[0].strip()
+
+
+def _headed_question(text: str) -> tuple[str | None, str | None]:
+    """``(question, answer)`` written under headings ("Question: ..." then "Answer: ..."); the answer
+    is read from its section (a ``\\boxed{}`` preferred). ``(None, None)`` when there is no question
+    heading."""
+    q = None
+    for m in _QUESTION_HEAD.finditer(text):
+        q = m
+    if q is None:
+        return None, None
+    rest = text[q.end():]
+    a = _ANSWER_HEAD.search(rest)
+    question = (rest[:a.start()] if a else rest).strip()
+    if not a:
+        return question or None, None
+    section = rest[a.end():].strip()
+    return question or None, extract_answer(section, _SECTION_ANSWER) if section else None
+
+
 def parse_challenger(text, domain: str = "math") -> ChallengerOutput:
     """Parse a Challenger completion: ``<question>`` plus ``<answer>`` (math) or ``<tests>`` and
-    ``<code>`` (code). r_f is the mean over the required parts of (closed tag with content)."""
+    ``<code>`` (code). r_f is the mean over the required parts of (closed tag with content); a math
+    question and answer written under headings instead of tags count half each."""
     text = _text(text)
-    q = extract_tag(text, "question")
+    if domain != "code" and extract_tag(text, "question") is None:
+        hq, ha = _headed_question(text)
+        out = ChallengerOutput(question=hq, answer=ha, format_reward=0.5 * (bool(hq) + bool(ha)) / 2)
+        missing = [n for n, p in (("question", hq), ("answer", ha)) if not p]
+        if missing:
+            out.error = "no <question>/<answer> tags, and no " + " or ".join(missing) + " under a heading"
+        return out
+    q = _question_tag(text)
     parts = [bool(q) and _closed(text, "question")]
+    found = [bool(q)]  # a question whose closing tag is wrong still counts (it is followed by more text)
     out = ChallengerOutput(question=q or None)
     if domain == "code":
-        tests_block = extract_tag(text, "tests")
+        tag = "tests" if extract_tag(text, "tests") is not None else "test"
+        tests_block = extract_tag(text, tag)
         out.tests = split_tests(tests_block) if tests_block else []
         code = extract_tag(text, "code")
         out.reference_solution = strip_code_fences(code) if code else None
-        parts += [bool(out.tests) and _closed(text, "tests"), bool(out.reference_solution) and _closed(text, "code")]
-        missing = [n for n, p in zip(("<question>", "<tests>", "<code>"), parts) if not p]
+        parts += [bool(out.tests) and _closed(text, tag), bool(out.reference_solution) and _closed(text, "code")]
+        found += parts[1:]
+        names = ("<question>", "<tests>", "<code>")
     else:
         a = extract_tag(text, "answer")
         out.answer = a or None
-        parts.append(bool(a) and _closed(text, "answer"))
-        missing = [n for n, p in zip(("<question>", "<answer>"), parts) if not p]
+        parts.append(bool(a) and _closed(text, "answer"))  # an unclosed answer may be cut off: not an answer
+        found.append(parts[-1])
+        names = ("<question>", "<answer>")
+    missing = [n for n, p in zip(names, found) if not p]
     out.format_reward = sum(parts) / len(parts)
     if missing:
         out.error = "missing or empty " + ", ".join(missing)
@@ -116,14 +174,26 @@ class PlanOutput:
     format_reward: float
 
 
-def parse_plan(text) -> PlanOutput:
-    """Parse a Planner completion into steps (numbered lines, bullets, or sentences)."""
-    body = extract_tag(text, "plan")
-    if body is None:
-        return PlanOutput([], None, 0.0)
+_NUMBERED_STEP = re.compile(r"(?m)^[ \t]*(?:\*\*)?(?:step[ \t]*)?\d+[.):][ \t]*(?:\*\*)?[ \t]*(\S.*)$", re.IGNORECASE)
+
+
+def _steps(body: str) -> list[str]:
     raw = [s for s in re.split(r"\n|(?:^|\s)(?=\d+[.)]\s)", body) if s and s.strip()]
     steps = [re.sub(r"^\s*(?:\d+[.)]|[-*])\s*", "", s).strip() for s in raw]
-    steps = [s for s in steps if s]
+    return [s for s in steps if s]
+
+
+def parse_plan(text) -> PlanOutput:
+    """Parse a Planner completion into steps (numbered lines, bullets, or sentences). Without a
+    ``<plan>`` tag, at least two numbered steps ("1. ...", "Step 2: ...") are the plan, at r_f 0.5."""
+    text = _text(text)
+    body = extract_tag(text, "plan")
+    if body is None:
+        steps = [m.group(1).strip() for m in _NUMBERED_STEP.finditer(text)]
+        if len(steps) < 2:
+            return PlanOutput([], None, 0.0)
+        return PlanOutput(steps, "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)), 0.5)
+    steps = _steps(body)
     closed = _closed(text, "plan")
     r_f = 1.0 if steps and closed else (0.5 if steps or closed else 0.0)
     return PlanOutput(steps, body or None, r_f)
@@ -135,11 +205,22 @@ class SolverOutput:
     format_reward: float
 
 
+_FENCED_CODE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
+
+
 def parse_solver(text, domain: str = "math") -> SolverOutput:
-    """Parse a Solver completion: the ``<answer>`` content (code fences stripped for code)."""
+    """Parse a Solver completion: the ``<answer>`` content (code fences stripped for code). Without
+    the tag, the final answer written the usual ways (last ``\\boxed{}``, ``#### N``, "the answer is
+    ...") for math, or the last fenced code block for code, at r_f 0.5."""
+    text = _text(text)
     body = extract_tag(text, "answer")
     if body is None:
-        return SolverOutput(None, 0.0)
+        if domain == "code":
+            blocks = _FENCED_CODE.findall(text)
+            found = blocks[-1].strip("\n") if blocks and blocks[-1].strip() else None
+        else:
+            found = extract_answer(text, _UNTAGGED_ANSWER)
+        return SolverOutput(found, 0.5 if found else 0.0)
     if domain == "code":
         body = strip_code_fences(body)
     closed = _closed(text, "answer")
@@ -180,21 +261,49 @@ def normalise_score(raw: float | None, unparseable: float = 0.5) -> float:
     return raw if raw <= 1 else (raw - 1) / 9
 
 
-def parse_score(text, unparseable: float = 0.5) -> ScoreOutput:
-    """Parse a Critic completion ``<score>N</score>`` (N may be ``7``, ``7.5``, ``7/10``).
+_NUMBER_WORDS = {w: float(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten".split())}
+_NUM = r"(-?\d+(?:\.\d+)?|" + "|".join(_NUMBER_WORDS) + r")"
+_OUT_OF_TEN = re.compile(rf"(?i)(?<![\w.]){_NUM}\s*(?:/|out\s+of)\s*(?:10|ten)\b")
+_SCORE_IS = re.compile(rf"(?i)\b(?:score|rating|rate|grade)\b[^\n\d]{{0,20}}?(?:is|of|:|=|as)?\s*\**\s*{_NUM}\b")
 
-    Returns the raw number (None when missing or outside [0, 10]), its normalised score and r_f.
+
+def _number(word: str) -> float | None:
+    word = word.lower()
+    if word in _NUMBER_WORDS:
+        return _NUMBER_WORDS[word]
+    try:
+        return float(word)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _untagged_score(text: str) -> float | None:
+    """The last "N/10" / "N out of ten", else the last "score: N" / "rating of N"."""
+    for pattern in (_OUT_OF_TEN, _SCORE_IS):
+        found = pattern.findall(text)
+        if found:
+            return _number(found[-1])
+    return None
+
+
+def parse_score(text, unparseable: float = 0.5) -> ScoreOutput:
+    """Parse a Critic completion ``<score>N</score>`` (N may be ``7``, ``7.5``, ``7/10``). Without
+    the tag, a score written as "Score: 7", "7/10", "8 out of 10" or "seven out of ten" is read at
+    r_f 0.5.
+
+    Returns the raw number (None when missing or outside [0, 10]: unparsed, which no gate passes),
+    its normalised score (``unparseable`` when unparsed) and r_f.
     """
+    text = _text(text)
     body = extract_tag(text, "score")
     if body is None:
-        return ScoreOutput(None, unparseable, 0.0)
-    m = re.match(r"\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*10)?", body)
-    raw = None
-    if m:
-        try:
-            raw = float(m.group(1))
-        except (ValueError, OverflowError):
-            raw = None
+        raw = _untagged_score(text)
+        if raw is None or not math.isfinite(raw) or not 0 <= raw <= 10:
+            return ScoreOutput(None, unparseable, 0.0)
+        return ScoreOutput(raw, normalise_score(raw, unparseable), 0.5)
+    m = re.match(rf"\s*{_NUM}\s*(?:(?:/|out\s+of)\s*(?:10|ten))?", body, re.IGNORECASE)
+    raw = _number(m.group(1)) if m else None
     if raw is None or not math.isfinite(raw) or not 0 <= raw <= 10:
         return ScoreOutput(None, unparseable, 0.5)
     return ScoreOutput(raw, normalise_score(raw, unparseable), 1.0 if _closed(text, "score") else 0.5)

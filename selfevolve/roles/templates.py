@@ -1,14 +1,23 @@
 """Role prompts: Jinja templates in ``selfevolve/prompts/roles/`` rendered to chat messages.
 
 The chat template of the model (``tokenizer.apply_chat_template``) is applied by the backend;
-this module only produces the message lists.
+this module only produces the message lists. With ``worked_example`` the real prompt is preceded
+by the role's worked exchanges (``selfevolve/prompts/roles/examples.yaml``: the same template filled
+with example fields, and a reply of the expected form), so a pretrained instruct model that never
+saw the role tags answers in them. Records and training rows keep only the real prompt: training
+teaches the format without the scaffold.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import yaml
+
 from selfevolve import prompting
 
 ROLES = ("challenger", "planner", "solver", "critic_question", "critic_plan")
+Messages = list[dict[str, str]]
 
 
 def render(role: str, **fields) -> str:
@@ -22,6 +31,30 @@ def render(role: str, **fields) -> str:
     return prompting.render(f"roles/{role}", **fields)
 
 
-def messages(role: str, **fields) -> list[dict[str, str]]:
-    """``[{"role": "user", "content": render(role, **fields)}]``: the chat turn the backend completes."""
-    return [{"role": "user", "content": render(role, **fields)}]
+@lru_cache(maxsize=1)
+def _examples() -> dict:
+    return yaml.safe_load((prompting.PROMPTS_DIR / "roles" / "examples.yaml").read_text(encoding="utf-8"))
+
+
+def worked_examples(role: str, domain: str = "math") -> Messages:
+    """The worked exchanges of ``role`` for ``domain`` as alternating user/assistant turns (empty when
+    the role has none for that domain). Raises ``KeyError`` for an unknown role."""
+    if role not in ROLES:
+        raise KeyError(f"unknown role {role!r}; expected one of {ROLES}")
+    by_domain = _examples().get(role, {})
+    turns: Messages = []
+    for ex in by_domain.get(domain, by_domain.get("any", [])):
+        fields = {"domain": domain, **ex["fields"]}
+        turns += [{"role": "user", "content": render(role, **fields)}, {"role": "assistant", "content": ex["completion"]}]
+    return turns
+
+
+def chat(role: str, prompt: str, worked_example: bool = False, domain: str = "math") -> Messages:
+    """The conversation that asks ``prompt`` (a rendered ``role`` prompt), after the role's worked
+    exchanges when ``worked_example``."""
+    return (worked_examples(role, domain) if worked_example else []) + [{"role": "user", "content": prompt}]
+
+
+def messages(role: str, worked_example: bool = False, **fields) -> Messages:
+    """``chat(role, render(role, **fields), worked_example)``: the conversation the backend completes."""
+    return chat(role, render(role, **fields), worked_example, fields.get("domain", "math"))

@@ -28,11 +28,20 @@ def bootstrap(ctx: StageContext) -> dict:
     (``bootstrap.frontier_k``): a frontier the model never solves, even by sampling, gives the cycles
     nothing to learn from. When ``model.base`` names another model (a hub id or local path from a
     preset), nothing is trained: ``models/base/reference.json`` records which model the campaign
-    starts from, and the replay is empty."""
+    starts from, and the replay is empty. A GGUF base (a file, an archive holding one, or a registry
+    package: ``selfevolve.backends.gguf_model``) is converted into ``models/base`` first."""
+    from selfevolve.backends.gguf_model import convert, is_gguf_source, locate
     from selfevolve.embedded.warm_start import run_bootstrap
 
     out = ctx.base.model
     params = ctx.params
+    if is_gguf_source(params.model.base):
+        info = convert(locate(params.model.base, ctx.root), out)
+        (out / "reference.json").write_text(json.dumps({"model": params.model.base, "converted": "gguf", **info}, indent=2))
+        write_jsonl(ctx.base.replay, [])
+        write_jsonl(ctx.base.self_labels, [])
+        numbers = {k: v for k, v in info.items() if isinstance(v, (int, float))}
+        return {"embedded": 0, **numbers, **standing(ctx)}
     if params.model.base != EMBEDDED:
         out.mkdir(parents=True, exist_ok=True)
         (out / "reference.json").write_text(json.dumps({"model": params.model.base, "backend": params.model.backend}, indent=2))

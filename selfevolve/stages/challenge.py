@@ -85,7 +85,7 @@ def challenge(ctx: StageContext) -> dict:
     refs = rng.choices(pool, weights=weights, k=params.sage.questions_per_cycle)
     prompts = [render("challenger", domain=r.domain, reference=reference_text(r)) for r in refs]
     with ctx.backend() as backend:
-        comps = backend.chat([[{"role": "user", "content": p}] for p in prompts], ctx.sampling("challenge"))
+        comps = backend.chat([ctx.chat("challenger", p, r.domain) for p, r in zip(prompts, refs)], ctx.sampling("challenge"))
     rollouts, questions = [], []
     for i, (ref, prompt, c) in enumerate(zip(refs, prompts, comps)):
         text = c[0].text

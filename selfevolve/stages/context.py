@@ -79,8 +79,10 @@ class StageContext:
     def base_model(self) -> str:
         """The campaign's starting model: the embedded tiny model at ``models/base`` (default), or
         the local path / hub id in ``params.model.base`` (a preset such as configs/qwen2.5-7b-vllm.yaml)."""
+        from selfevolve.backends.gguf_model import is_gguf_source
+
         base = self.params.model.base
-        if base == EMBEDDED:
+        if base == EMBEDDED or is_gguf_source(base):  # built or converted there by the bootstrap stage
             return str(self.root / EMBEDDED)
         local = Path(base) if Path(base).is_absolute() else self.root / base
         return str(local) if local.exists() else base
@@ -115,6 +117,13 @@ class StageContext:
                               max_new_tokens=max_new_tokens or s.max_new_tokens, n=n, seed=self.seed(purpose))
 
     # -- the model --------------------------------------------------------------------------
+    def chat(self, role: str, prompt: str, domain: str = "math") -> list[dict[str, str]]:
+        """The conversation asking ``prompt`` (a rendered ``role`` prompt), after the role's worked
+        exchanges when ``model.worked_examples`` is on (``selfevolve.roles.templates.chat``)."""
+        from selfevolve.roles.templates import chat
+
+        return chat(role, prompt, self.params.model.worked_examples, domain)
+
     def backend(self, model: str | Path | None = None) -> Backend:
         """The configured backend (``model.backend``) serving ``model`` (default: the cycle's
         starting model). Use it as a context manager so it is closed."""

@@ -13,18 +13,26 @@ from selfevolve.stages.context import StageContext
 
 
 def score_all(ctx: StageContext, role: str, items: list[dict], purpose: str, enabled: bool
-              ) -> list[tuple[str, str, parsers.ScoreOutput]]:
-    """``(prompt, completion, parsed score)`` per item from the Critic prompt ``role``; with the
-    Critic ablated (``enabled`` false) every item scores 1 without a prompt."""
+              ) -> list[tuple[str, str, parsers.ScoreOutput, bool]]:
+    """``(prompt, completion, parsed score, scored)`` per item from the Critic prompt ``role``.
+    ``scored`` is whether the item has a usable score: with the Critic ablated (``enabled`` false)
+    every item scores 1 without a prompt (scored); an item with an empty field (a plan that parsed
+    to nothing) is not shown to the Critic (not scored); otherwise scored iff the completion held a
+    score in [0, 10]. No gate passes an item that is not scored."""
     if not enabled:
-        return [("", "", parsers.ScoreOutput(None, 1.0, 0.0)) for _ in items]
-    if not items:
-        return []
-    prompts = [render(role, **it) for it in items]
-    with ctx.backend() as backend:
-        comps = backend.chat([[{"role": "user", "content": p}] for p in prompts], ctx.sampling(purpose))
+        return [("", "", parsers.ScoreOutput(None, 1.0, 0.0), True) for _ in items]
     unparsed = ctx.params.sage.critic_unparseable_score
-    return [(p, c[0].text, parsers.parse_score(c[0].text, unparsed)) for p, c in zip(prompts, comps)]
+    shown = [i for i, it in enumerate(items) if all(str(v).strip() for v in it.values())]
+    out = [("", "", parsers.ScoreOutput(None, unparsed, 0.0), False) for _ in items]
+    if not shown:
+        return out
+    prompts = [render(role, **items[i]) for i in shown]
+    with ctx.backend() as backend:
+        comps = backend.chat([ctx.chat(role, p) for p in prompts], ctx.sampling(purpose))
+    for i, p, c in zip(shown, prompts, comps):
+        s = parsers.parse_score(c[0].text, unparsed)
+        out[i] = (p, c[0].text, s, s.raw is not None)
+    return out
 
 
 def critic_questions(ctx: StageContext) -> dict:
@@ -37,14 +45,15 @@ def critic_questions(ctx: StageContext) -> dict:
                      sage.ablation.critic)
     scores = [CriticScore(target="question", target_id=r.question.id, question_id=r.question.id, prompt=prompt, completion=text,
                           raw=s.raw, score=s.score, format_reward=s.format_reward,
-                          passed=R.question_passes_gate(s.score, r.spec_valid, sage))
-              for r, (prompt, text, s) in zip(rollouts, outs)]
+                          passed=scored and R.question_passes_gate(s.score, r.spec_valid, sage))
+              for r, (prompt, text, s, scored) in zip(rollouts, outs)]
     write_jsonl(ctx.paths.critic_questions, scores)
     n = max(1, len(scores))
     return {
         "critic_question_pass_rate": sum(s.passed for s in scores) / n,
         "critic_question_mean_score": fmean(s.score for s in scores) if scores else 0.0,
         "critic_question_format_reward": fmean(s.format_reward for s in scores) if scores else 0.0,
+        "critic_question_parsed_rate": sum(s.raw is not None for s in scores) / n if sage.ablation.critic else 0.0,
         "questions_scored": len(scores),
         "questions_accepted": sum(s.passed for s in scores),
     }
@@ -58,12 +67,14 @@ def critic_plans(ctx: StageContext) -> dict:
     outs = score_all(ctx, "critic_plan", [{"question": questions[p.question_id].text, "plan": p.text or ""} for p in plans],
                      "critic_plans", ctx.params.sage.ablation.critic)
     scores = [CriticScore(target="plan", target_id=p.id, question_id=p.question_id, prompt=prompt, completion=text, raw=s.raw,
-                          score=s.score, format_reward=s.format_reward, passed=R.plan_shown(s.score, ctx.params.sage))
-              for p, (prompt, text, s) in zip(plans, outs)]
+                          score=s.score, format_reward=s.format_reward,
+                          passed=scored and R.plan_shown(s.score, ctx.params.sage))
+              for p, (prompt, text, s, scored) in zip(plans, outs)]
     write_jsonl(ctx.paths.critic_plans, scores)
     n = max(1, len(scores))
     return {
         "critic_plan_pass_rate": sum(s.passed for s in scores) / n if scores else 0.0,
         "critic_plan_mean_score": fmean(s.score for s in scores) if scores else 0.0,
-        "plans_scored": len(scores),
+        "critic_plan_parsed_rate": sum(s.raw is not None for s in scores) / n if ctx.params.sage.ablation.critic else 0.0,
+        "plans_scored": sum(bool(s.prompt) for s in scores),
     }

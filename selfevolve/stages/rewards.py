@@ -56,7 +56,8 @@ def rewards(ctx: StageContext) -> dict:
         qid = ch.question.id if ch.question else ch.id
         s = q_scores.get(qid)
         s_q = s.score if s else 0.0
-        r = R.challenger_reward(s_q, ch.format_reward, valid.get(qid, False), correct.get(qid, []), sage)
+        scored = s is not None and (s.raw is not None or not sage.ablation.critic)
+        r = R.challenger_reward(s_q, ch.format_reward, valid.get(qid, False), correct.get(qid, []), sage, scored)
         out.append(Rollout(id=ch.id, role="challenger", group=ch.id, question_id=qid, prompt=ch.prompt, completion=ch.completion, reward=r,
                            detail={"s_q": s_q, "r_f": ch.format_reward, "spec_valid": valid.get(qid, False),
                                    "r_d": R.difficulty(correct[qid], sage.difficulty_reward) if qid in correct else None}))

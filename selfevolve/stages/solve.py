@@ -30,7 +30,7 @@ def plan(ctx: StageContext) -> dict:
     if ctx.params.sage.ablation.planner and solve_set:
         prompts = [render("planner", question=q.text) for q in solve_set]
         with ctx.backend() as backend:
-            comps = backend.chat([[{"role": "user", "content": p}] for p in prompts], ctx.sampling("plan"))
+            comps = backend.chat([ctx.chat("planner", p) for p in prompts], ctx.sampling("plan"))
         for q, p, c in zip(solve_set, prompts, comps):
             out = parsers.parse_plan(c[0].text)
             plans.append(Plan(id=f"{q.id}-plan", question_id=q.id, completion=c[0].text, steps=out.steps, text=out.text,
@@ -61,7 +61,7 @@ def solve(ctx: StageContext) -> dict:
     attempts: list[Attempt] = []
     if questions:
         with ctx.backend() as backend:
-            comps = backend.chat([[{"role": "user", "content": p}] for p in prompts], ctx.sampling("solve", n=n))
+            comps = backend.chat([ctx.chat("solver", p, q.domain) for p, q in zip(prompts, questions)], ctx.sampling("solve", n=n))
         for q, prompt, plan_id, samples in zip(questions, prompts, shown, comps):
             for j, c in enumerate(samples):
                 out = parsers.parse_solver(c.text, q.domain)

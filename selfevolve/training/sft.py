@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -19,6 +20,43 @@ from pathlib import Path
 from typing import Any, Sequence
 
 Chat = list[dict[str, str]]
+
+# A ChatML template that writes each turn in one expression (SmolLM2 and others): '<|im_start|>' + role + NL +
+# content + '<|im_end|>' + NL, NL written as an escape or a literal newline.
+_NL = r"(?:'\\n'|'\n')"
+_CHATML_TURN = re.compile(r"\{\{\s*'<\|im_start\|>'\s*\+\s*message\['role'\]\s*\+\s*" + _NL + r"\s*\+\s*message\['content'\]"
+                          r"\s*\+\s*'<\|im_end\|>'\s*\+\s*" + _NL + r"\s*\}\}")
+_CHATML_TRAINING_TURN = ("{{'<|im_start|>' + message['role'] + '\\n'}}{% if message['role'] == 'assistant' %}{% generation %}"
+                         "{{message['content'] + '<|im_end|>'}}{% endgeneration %}{% else %}{{message['content'] + '<|im_end|>'}}"
+                         "{% endif %}{{'\\n'}}")
+_PROBE_CHAT = [{"role": "user", "content": "u1"}, {"role": "assistant", "content": "a1"}, {"role": "user", "content": "u2"},
+               {"role": "assistant", "content": "a2"}]
+
+
+def training_chat_template(tokenizer) -> str | None:
+    """A chat template that marks assistant tokens with ``{% generation %}`` (what assistant-only
+    loss needs) and renders exactly as the tokenizer's own: ``None`` when the template already has
+    the markers, TRL's training template for the model families it knows
+    (``trl.chat_template_utils.get_training_chat_template``), else, for a ChatML template that writes
+    each turn in one expression, the same template with the assistant content wrapped in markers.
+    Raises ``ValueError`` when none applies (the message says to add the markers by hand)."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = tokenizer.chat_template
+    if isinstance(template, str) and has_generation_markers(template):
+        return None
+    try:
+        return get_training_chat_template(tokenizer)
+    except ValueError as exc:
+        if not isinstance(template, str) or len(_CHATML_TURN.findall(template)) != 1:
+            raise ValueError(f"the chat template marks no assistant tokens and cannot be patched ({exc}); "
+                             "add {% generation %} ... {% endgeneration %} around the assistant content") from None
+    patched = _CHATML_TURN.sub(lambda _: _CHATML_TRAINING_TURN, template)
+    if tokenizer.apply_chat_template(_PROBE_CHAT, tokenize=False, chat_template=patched) != \
+            tokenizer.apply_chat_template(_PROBE_CHAT, tokenize=False):
+        raise ValueError("patching the ChatML template with generation markers changed what it renders; "
+                         "add {% generation %} ... {% endgeneration %} around the assistant content by hand")
+    return patched
 
 
 def assistant_token_mask(tokenizer, chat: Chat) -> tuple[list[int], list[int]]:
@@ -84,6 +122,8 @@ def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str 
 
     t0 = time.time()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    original_template = tokenizer.chat_template
+    tokenizer.chat_template = training_chat_template(tokenizer) or original_template
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if max_length is None:
         max_length = min(int(getattr(model.config, "max_position_embeddings", 1024) or 1024), 2048)
@@ -117,6 +157,7 @@ def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str 
         model = model.merge_and_unload()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
+    tokenizer.chat_template = original_template  # the model keeps the template it came with
     tokenizer.save_pretrained(out_dir)
     loss = float(result.training_loss) if result.training_loss is not None else None
     return {**summary, "trained": True, "reason": "", "steps": int(result.global_step),
