@@ -33,8 +33,8 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)  ## create .venv and install (idempotent)
 
-run: install  ## run a 2-cycle campaign on the embedded default through the Prefect flow
-	$(BIN)/python -m flows.campaign --cycles 2
+run: install  ## run the campaign of params.yaml (the embedded default: 2 cycles) through the Prefect flow
+	$(BIN)/python -m flows.campaign
 
 test: install  ## run the test suite
 	$(BIN)/python -m pytest -q -rs

@@ -14,8 +14,8 @@ from tasks import stages
 
 
 @flow(name="campaign", log_prints=True)
-def campaign(cycles: int = 2, root: str = str(stages.ROOT), commit_lock: bool = True) -> dict:
-    """Run the first ``cycles`` cycles of params.yaml, then the report; with ``commit_lock``, commit
+def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_lock: bool = True) -> dict:
+    """Run the first ``cycles`` cycles of params.yaml (default: all of them), then the report; with ``commit_lock``, commit
     ``dvc.lock`` (the record of what was made) to the project's git repository, so that it travels
     with the outputs pushed to the DVC remote (``make push``). Raises ``ValueError`` if params.yaml
     defines fewer cycles (add them under ``cycles:``, each with ``init`` = the previous one)."""
@@ -23,6 +23,7 @@ def campaign(cycles: int = 2, root: str = str(stages.ROOT), commit_lock: bool = 
     from selfevolve.reporting.summary import campaign_summary
 
     names = load_params(f"{root}/params.yaml").cycle_names()
+    cycles = len(names) if cycles is None else cycles
     if cycles < 1 or cycles > len(names):
         raise ValueError(f"cycles={cycles}, but params.yaml defines {len(names)} cycles {names}; add more under 'cycles:'")
     for t in stages.BASE_TASKS:
@@ -44,7 +45,7 @@ def _interrupt(signum, frame):
 def main() -> None:
     ap = argparse.ArgumentParser(description="Run a self-evolution campaign through Prefect (a temporary local API "
                                  "server is started unless PREFECT_API_URL points at one).")
-    ap.add_argument("--cycles", type=int, default=2, help="how many cycles of params.yaml to run (default 2)")
+    ap.add_argument("--cycles", type=int, default=None, help="how many cycles of params.yaml to run (default: all)")
     args = ap.parse_args()
     # SIGTERM (e.g. `kill` of `make run`) unwinds like Ctrl-C, so the running stage's process
     # group is stopped (tasks.stages.run_logged) instead of being left behind as an orphan.
