@@ -42,14 +42,21 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def handle_stop_signals() -> None:
+    """SIGTERM (e.g. `kill` of `make run`) and SIGINT unwind like Ctrl-C, so the running stage's
+    process group is stopped (tasks.stages.run_logged) instead of being left behind as an orphan.
+    SIGINT is set explicitly because a process started in the background by a non-interactive
+    shell inherits it ignored."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Run a self-evolution campaign through Prefect (a temporary local API "
                                  "server is started unless PREFECT_API_URL points at one).")
     ap.add_argument("--cycles", type=int, default=None, help="how many cycles of params.yaml to run (default: all)")
     args = ap.parse_args()
-    # SIGTERM (e.g. `kill` of `make run`) unwinds like Ctrl-C, so the running stage's process
-    # group is stopped (tasks.stages.run_logged) instead of being left behind as an orphan.
-    signal.signal(signal.SIGTERM, _interrupt)
+    handle_stop_signals()
     summary = campaign(cycles=args.cycles)  # the flow logs the summary table
     print(summary["next"])
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = textwrap.dedent("""
     import signal, sys
     from prefect import flow
-    from flows.campaign import _interrupt
+    from flows.campaign import handle_stop_signals
     from tasks.stages import run_logged
 
     @flow(name="signal-test")
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent("""
         # a stage whose command leaves a grandchild, as `dvc repro` -> `selfevolve <stage>` does
         run_logged(["bash", "-c", f"sleep 600 {marker} & sleep 600 {marker}; wait"], ".", "sleeper")
 
-    signal.signal(signal.SIGTERM, _interrupt)
+    handle_stop_signals()  # as `python -m flows.campaign` does
     print("ready", flush=True)
     stage_like(sys.argv[1])
 """)
