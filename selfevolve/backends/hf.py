@@ -94,9 +94,14 @@ def _torch_dtype(dtype: str):
 
 def render_prompt(tokenizer, conversation: Messages) -> str:
     """The prompt text for one conversation: the tokenizer's chat template with
-    ``add_generation_prompt=True``. A tokenizer without a chat template falls back to plain
+    ``add_generation_prompt=True``; a conversation ending with an assistant message is a reply to
+    continue (``continue_final_message=True``: the model goes on from that text, used to force an
+    answer, ``selfevolve.roles.forcing``). A tokenizer without a chat template falls back to plain
     ``role: content`` lines ending with ``assistant:`` (logged once as a warning)."""
+    prefill = bool(conversation) and conversation[-1].get("role") == "assistant"
     if getattr(tokenizer, "chat_template", None):
+        if prefill:
+            return tokenizer.apply_chat_template(conversation, continue_final_message=True, tokenize=False)
         return tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     if not getattr(tokenizer, "_selfevolve_warned_template", False):
         logger.warning("tokenizer has no chat template; using plain 'role: content' prompts")
@@ -105,7 +110,7 @@ def render_prompt(tokenizer, conversation: Messages) -> str:
         except AttributeError:  # pragma: no cover - exotic tokenizer objects
             pass
     lines = [f"{m['role']}: {m['content']}" for m in conversation]
-    return "\n".join(lines + ["assistant:"])
+    return "\n".join(lines if prefill else lines + ["assistant:"])
 
 
 def finish_row(gen_ids: list[int], *, limit: int, eos_ids: set[int], pad_id: int | None,

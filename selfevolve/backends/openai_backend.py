@@ -160,8 +160,12 @@ class OpenAIBackend(Backend):
             kwargs["stop"] = list(sampling.stop)
         if seed is not None:
             kwargs["seed"] = seed
-        if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+        extra = dict(self.extra_body)
+        if conversation and conversation[-1].get("role") == "assistant":
+            # a reply to continue (answer forcing): vLLM's server and `selfevolve serve` honour these fields
+            extra.update({"continue_final_message": True, "add_generation_prompt": False})
+        if extra:
+            kwargs["extra_body"] = extra
         attempt = 0
         while True:
             with self._lock:

@@ -39,6 +39,7 @@ from selfevolve.backends.base import Backend, Completion, Messages, SamplingConf
 from selfevolve.config import Params
 from selfevolve.records import CodeSpec, Question
 from selfevolve.roles import parsers
+from selfevolve.roles.forcing import force_cut_off_answers
 from selfevolve.seeding import derive_seed
 from selfevolve.stats import pass_at_k
 from selfevolve.verifiers.grading import natural_key, verify_answers
@@ -181,6 +182,7 @@ def summarise(rows: Sequence[dict], k: int = 1) -> dict[str, float | int]:
         out[f"pass_at_{k}"] = round(fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), k) for r in rows), 6)
     out["answered_rate"] = round(fmean(a for r in rows for a in r["answered"]), 6)
     out["truncated_rate"] = round(fmean(f == "length" for r in rows for f in r["finish_reasons"]), 6)
+    out["forced_rate"] = round(fmean(f for r in rows for f in r.get("forced", [0] * len(r["answered"]))), 6)
     out["mean_output_tokens"] = round(fmean(t for r in rows for t in r["output_tokens"]), 3)
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in rows:
@@ -220,6 +222,7 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
     templates = [prompt or prompt_for(q, spec_name) for q in questions]
     convs = [build_messages(q, t, params.model.worked_examples) for q, t in zip(questions, templates)]
     comps = generate(backend, convs, sp, batch_size or ev.batch_size, seed=seed)
+    forced = force_cut_off_answers(backend, questions, convs, comps, params.sampling.force_answer_tokens, seed)  # in place
 
     flat_q: list[Question] = []
     flat_a: list[str | None] = []
@@ -241,7 +244,7 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
         rows.append({
             "id": q.id, "source": q.source, "domain": q.domain, "level": q.level, "categories": q.categories(),
             "prompt_template": t, "completions": [c.text for c in cs], "finish_reasons": [c.finish_reason for c in cs],
-            "output_tokens": [c.output_tokens for c in cs], "answers": answers, "answered": [int(a is not None) for a in answers],
+            "output_tokens": [c.output_tokens for c in cs], "forced": forced[len(rows)], "answers": answers, "answered": [int(a is not None) for a in answers],
             "correct": correct, "status": [v.status for v in vs], "detail": [v.detail for v in vs],
             "c": sum(correct), "pass_at_k": pass_at_k(len(correct), sum(correct), k),
         })

@@ -122,9 +122,9 @@ def _headed_question(text: str) -> tuple[str | None, str | None]:
         return None, None
     rest = text[q.end():]
     a = _ANSWER_HEAD.search(rest)
-    question = (rest[:a.start()] if a else rest).strip()
-    if not a:
-        return question or None, None
+    question = _ANY_TAG.split(rest[:a.start()] if a else rest, 1)[0].strip()
+    if not a:  # the answer may still be in tags (a forced answer)
+        return question or None, extract_tag(text, "answer") if _closed(text, "answer") else None
     section = rest[a.end():].strip()
     return question or None, extract_answer(section, _SECTION_ANSWER) if section else None
 

@@ -12,6 +12,7 @@ from statistics import fmean
 from selfevolve.pool import frontier_weights
 from selfevolve.records import ChallengerRollout, CodeSpec, MathSpec, Question, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
+from selfevolve.roles.forcing import force_answers
 from selfevolve.roles.templates import render
 from selfevolve.questions import arith
 from selfevolve.stages.context import StageContext
@@ -69,6 +70,16 @@ def challenger_question(out: parsers.ChallengerOutput, qid: str, parent: Questio
     return Question(spec=MathSpec(answer=out.answer or ""), meta={"reference": "challenger"}, **common)
 
 
+def answer_missing(texts: list[str], refs: list[Question]) -> list[int]:
+    """Indices of math Challenger completions with a question but no closed answer (to force one)."""
+    out = []
+    for i, (t, r) in enumerate(zip(texts, refs)):
+        p = parsers.parse_challenger(t, r.domain)
+        if r.domain == "math" and p.question and not p.ok:
+            out.append(i)
+    return out
+
+
 def challenge(ctx: StageContext) -> dict:
     """Challenger: ``sage.questions_per_cycle`` new questions, each from a reference item drawn from
     the previous pool (questions on the Solver's frontier ``sage.frontier_boost`` times likelier,
@@ -84,12 +95,18 @@ def challenge(ctx: StageContext) -> dict:
     weights = frontier_weights(pool, params.sage.frontier_band, params.sage.frontier_boost)
     refs = rng.choices(pool, weights=weights, k=params.sage.questions_per_cycle)
     prompts = [render("challenger", domain=r.domain, reference=reference_text(r)) for r in refs]
+    convs = [ctx.chat("challenger", p, r.domain) for p, r in zip(prompts, refs)]
     with ctx.backend() as backend:
-        comps = backend.chat([ctx.chat("challenger", p, r.domain) for p, r in zip(prompts, refs)], ctx.sampling("challenge"))
+        texts = [c[0].text for c in backend.chat(convs, ctx.sampling("challenge"))]
+        r_f = [parsers.parse_challenger(t, r.domain).format_reward for t, r in zip(texts, refs)]
+        forced = answer_missing(texts, refs) if params.sampling.force_answer_tokens > 0 else []
+        for i, t in zip(forced, force_answers(backend, [convs[i] for i in forced], [texts[i] for i in forced],
+                                              params.sampling.force_answer_tokens, ctx.seed("force-answers"))):
+            texts[i] = t
     rollouts, questions = [], []
-    for i, (ref, prompt, c) in enumerate(zip(refs, prompts, comps)):
-        text = c[0].text
+    for i, (ref, prompt, text) in enumerate(zip(refs, prompts, texts)):
         parsed = parsers.parse_challenger(text, ref.domain)
+        parsed.format_reward = r_f[i]  # the unforced text's
         q = challenger_question(parsed, f"{ctx.cycle}-q{i:04d}", ref, ctx.index)
         rollouts.append(ChallengerRollout(id=f"{ctx.cycle}-ch{i:04d}", parent_id=ref.id, domain=ref.domain, prompt=prompt,
                                           completion=text, question=q, format_reward=parsed.format_reward,
@@ -106,6 +123,7 @@ def challenge(ctx: StageContext) -> dict:
     levels = [q.level for _, q in questions if q.level is not None]
     return {
         "challenger_rollouts": n,
+        "challenger_forced_rate": len(forced) / n,
         "challenger_parsed_rate": len(questions) / n,
         "challenger_spec_valid_rate": sum(r.spec_valid for r in rollouts) / n,
         "challenger_format_reward": fmean(r.format_reward for r in rollouts),

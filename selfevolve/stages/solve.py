@@ -9,6 +9,7 @@ from statistics import fmean
 from selfevolve.pool import frontier_weights, weighted_sample
 from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
+from selfevolve.roles.forcing import force_cut_off_answers
 from selfevolve.roles.templates import render
 from selfevolve.stages.context import StageContext
 
@@ -59,20 +60,28 @@ def solve(ctx: StageContext) -> dict:
         prompts.append(render("solver", question=q.text, domain=q.domain, plan=p.text if show else None))
     n = ctx.params.sage.solver_samples
     attempts: list[Attempt] = []
+    forced_n = 0
     if questions:
+        convs = [ctx.chat("solver", p, q.domain) for p, q in zip(prompts, questions)]
         with ctx.backend() as backend:
-            comps = backend.chat([ctx.chat("solver", p, q.domain) for p, q in zip(prompts, questions)], ctx.sampling("solve", n=n))
-        for q, prompt, plan_id, samples in zip(questions, prompts, shown, comps):
+            comps = backend.chat(convs, ctx.sampling("solve", n=n))
+            r_f = [[parsers.parse_solver(c.text, q.domain).format_reward for c in cs] for q, cs in zip(questions, comps)]
+            forced = force_cut_off_answers(backend, questions, convs, comps, ctx.params.sampling.force_answer_tokens,
+                                           ctx.seed("force-answers"))
+        forced_n = sum(map(sum, forced))
+        for q, prompt, plan_id, samples, fs in zip(questions, prompts, shown, comps, r_f):
             for j, c in enumerate(samples):
-                out = parsers.parse_solver(c.text, q.domain)
+                out = parsers.parse_solver(c.text, q.domain)  # the format reward is the unforced text's
                 attempts.append(Attempt(id=f"{q.id}-s{j}", question_id=q.id, sample=j, completion=c.text, answer=out.answer,
-                                        plan_id=plan_id, format_reward=out.format_reward, prompt=prompt, output_tokens=c.output_tokens))
+                                        plan_id=plan_id, format_reward=fs[j], prompt=prompt, output_tokens=c.output_tokens))
     write_jsonl(P.attempts, attempts)
     return {
         "attempts": len(attempts),
         "solver_format_reward": fmean(a.format_reward for a in attempts) if attempts else 0.0,
         "plans_shown_rate": sum(p is not None for p in shown) / max(1, len(shown)),
         "solver_mean_output_tokens": fmean(a.output_tokens for a in attempts) if attempts else 0.0,
+        "solver_answered_rate": sum(a.answer is not None for a in attempts) / max(1, len(attempts)),
+        "solver_forced_rate": forced_n / max(1, len(attempts)),
     }
 
 
