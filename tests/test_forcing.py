@@ -7,7 +7,7 @@ import pytest
 
 from selfevolve.backends.base import Backend, Completion
 from selfevolve.records import CodeSpec, MathSpec, Question
-from selfevolve.roles.forcing import force_answers, force_cut_off_answers, forced_prefix
+from selfevolve.roles.forcing import force_answers, force_missing_answers, forced_prefix
 from selfevolve.stages.challenge import answer_missing
 
 from fixtures_models import tiny_model_dir  # noqa: F401  (fixture)
@@ -45,19 +45,19 @@ def test_force_answers_continues_the_reply_greedily_until_the_answer_closes():
     assert force_answers(b, [], [], 16) == [] and len(b.calls) == 1
 
 
-def test_only_cut_off_math_completions_without_an_answer_are_forced():
+def test_only_math_completions_without_an_answer_are_forced():
     math_q = Question(id="m", text="What is 6 * 7?", domain="math", spec=MathSpec(answer="42"))
     code_q = Question(id="c", text="Write f.", domain="code", spec=CodeSpec(tests=["assert f() == 1"]))
     comps = [[Completion(text="<think>6 * 7 = ", finish_reason="length"),       # forced
               Completion(text="<answer>42</answer>", finish_reason="stop"),     # answered
               Completion(text="The answer is 42", finish_reason="length"),     # parsed without tags: not forced
-              Completion(text="I do not know.", finish_reason="stop")],        # stopped: its own choice
+              Completion(text="So 6 bars are left.", finish_reason="stop")],   # a conclusion in prose: forced
              [Completion(text="def f(", finish_reason="length")]]               # code: not forced
     convs = [[{"role": "user", "content": "q1"}], [{"role": "user", "content": "q2"}]]
     b = Recorder()
-    assert force_cut_off_answers(b, [math_q, code_q], convs, comps, 0) == [[0, 0, 0, 0], [0]] and not b.calls
-    flags = force_cut_off_answers(b, [math_q, code_q], convs, comps, 8)
-    assert flags == [[1, 0, 0, 0], [0]]
+    assert force_missing_answers(b, [math_q, code_q], convs, comps, 0) == [[0, 0, 0, 0], [0]] and not b.calls
+    flags = force_missing_answers(b, [math_q, code_q], convs, comps, 8)
+    assert flags == [[1, 0, 0, 1], [0]]
     assert comps[0][0].text.endswith("<answer>42</answer>") and comps[0][0].finish_reason == "length"
     assert comps[0][1].text == "<answer>42</answer>" and comps[1][0].text == "def f("
 

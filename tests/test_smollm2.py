@@ -58,7 +58,7 @@ def test_every_role_parses_real_completions(backend):
     texts = _complete(backend, "solver", solver_fields, 256)
     cut = [i for i, t in enumerate(texts) if parsers.parse_solver(t).answer is None]
     for i, t in zip(cut, force_answers(backend, [messages("solver", True, **solver_fields[i]) for i in cut], [texts[i] for i in cut], 24)):
-        assert parsers.parse_solver(t).answer is not None, t[-200:]  # forcing gives every cut-off derivation an answer
+        assert parsers.parse_solver(t).answer is not None, t[-200:]  # forcing gives every derivation without one an answer
         texts[i] = t
     solver = [parsers.parse_solver(t) for t in texts]
     plans = [parsers.parse_plan(t) for t in _complete(backend, "planner", [dict(question=q) for q in qs], 128)]

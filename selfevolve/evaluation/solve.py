@@ -39,7 +39,7 @@ from selfevolve.backends.base import Backend, Completion, Messages, SamplingConf
 from selfevolve.config import Params
 from selfevolve.records import CodeSpec, Question
 from selfevolve.roles import parsers
-from selfevolve.roles.forcing import force_cut_off_answers
+from selfevolve.roles.forcing import force_missing_answers
 from selfevolve.seeding import derive_seed
 from selfevolve.stats import pass_at_k
 from selfevolve.verifiers.grading import natural_key, verify_answers
@@ -222,7 +222,7 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
     templates = [prompt or prompt_for(q, spec_name) for q in questions]
     convs = [build_messages(q, t, params.model.worked_examples) for q, t in zip(questions, templates)]
     comps = generate(backend, convs, sp, batch_size or ev.batch_size, seed=seed)
-    forced = force_cut_off_answers(backend, questions, convs, comps, params.sampling.force_answer_tokens, seed)  # in place
+    forced = force_missing_answers(backend, questions, convs, comps, params.sampling.force_answer_tokens, seed)  # in place
 
     flat_q: list[Question] = []
     flat_a: list[str | None] = []

@@ -1,4 +1,4 @@
-"""Answer forcing: a completion that ran out of tokens (or stopped) without its final answer gets one.
+"""Answer forcing: a completion that ran out of tokens, or stopped, without its final answer gets one.
 
 Budget forcing (Muennighoff et al. 2025, "s1: Simple test-time scaling", section 3): when a
 reasoning trace hits its token budget, the end of thinking is appended and the model is made to
@@ -6,8 +6,8 @@ answer. Here: the completion so far, ``</think>`` if a ``<think>`` is still open
 is given back to the model as the start of its own reply (the backend continues a trailing assistant
 message), and up to ``max_new_tokens`` more tokens are generated greedily until ``</answer>``.
 
-Small instruct models loop inside their reasoning until the budget ends; forcing turns such a
-completion into an answer the verifier can judge (usually wrong, sometimes right) instead of no
+Small instruct models loop inside their reasoning until the budget ends, or end on a conclusion in
+prose ("There are 6 bars left."); forcing turns such a completion into an answer the verifier can judge (usually wrong, sometimes right) instead of no
 answer at all. The format reward stays that of the unforced text: the model did not write the tags.
 """
 
@@ -47,17 +47,17 @@ def force_answers(backend: Backend, conversations: Sequence[Messages], texts: Se
     return [p + o[0].text.split("</answer>", 1)[0].rstrip() + "</answer>" for p, o in zip(prefixes, outs)]
 
 
-def force_cut_off_answers(backend: Backend, questions: Sequence[Question], convs: Sequence[Messages],
+def force_missing_answers(backend: Backend, questions: Sequence[Question], convs: Sequence[Messages],
                           comps: list[list[Completion]], max_new_tokens: int, seed: int = 0) -> list[list[int]]:
-    """Answer forcing in place: every math completion that hit its token
-    limit without an answer the Solver parser reads is replaced by its forced version (the finish
-    reason stays ``length``). Returns 0/1 per sample: was it forced. Nothing happens for
+    """Answer forcing in place: every math completion without an answer the Solver parser reads (cut
+    off at its token limit, or stopped after a conclusion in prose) is replaced by its forced version
+    (the finish reason is kept). Returns 0/1 per sample: was it forced. Nothing happens for
     ``max_new_tokens`` 0."""
     flags = [[0] * len(cs) for cs in comps]
     if max_new_tokens <= 0:
         return flags
     todo = [(i, j) for i, (q, cs) in enumerate(zip(questions, comps)) for j, c in enumerate(cs)
-            if q.domain == "math" and c.finish_reason == "length" and parse_solver(c.text).answer is None]
+            if q.domain == "math" and parse_solver(c.text).answer is None]
     texts = force_answers(backend, [convs[i] for i, _ in todo], [comps[i][j].text for i, j in todo], max_new_tokens, seed)
     for (i, j), text in zip(todo, texts):
         comps[i][j] = comps[i][j].model_copy(update={"text": text})

@@ -9,7 +9,7 @@ from statistics import fmean
 from selfevolve.pool import frontier_weights, weighted_sample
 from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
-from selfevolve.roles.forcing import force_cut_off_answers
+from selfevolve.roles.forcing import force_missing_answers
 from selfevolve.roles.templates import render
 from selfevolve.stages.context import StageContext
 
@@ -66,7 +66,7 @@ def solve(ctx: StageContext) -> dict:
         with ctx.backend() as backend:
             comps = backend.chat(convs, ctx.sampling("solve", n=n))
             r_f = [[parsers.parse_solver(c.text, q.domain).format_reward for c in cs] for q, cs in zip(questions, comps)]
-            forced = force_cut_off_answers(backend, questions, convs, comps, ctx.params.sampling.force_answer_tokens,
+            forced = force_missing_answers(backend, questions, convs, comps, ctx.params.sampling.force_answer_tokens,
                                            ctx.seed("force-answers"))
         forced_n = sum(map(sum, forced))
         for q, prompt, plan_id, samples, fs in zip(questions, prompts, shown, comps, r_f):
