@@ -82,3 +82,19 @@ def test_a_trailing_assistant_message_is_continued_not_answered(tiny_model_dir):
     assert cont.startswith(fresh) and cont.endswith("<think>1 + 2 = 3</think>\n<answer>")
     tok.chat_template = None
     assert render_prompt(tok, user + [{"role": "assistant", "content": "<answer>"}]).endswith("assistant: <answer>")
+
+
+def test_a_code_challenger_is_forced_to_write_its_tests_then_its_reference_solution():
+    from selfevolve.stages.challenge import part_missing
+
+    ref = Question(id="rc", text="Write f.", domain="code", spec=CodeSpec(tests=["assert f() == 1"]))
+    texts = ["<question>Write g(x) returning x + 1.</question>",                                      # needs tests, then code
+             "<question>Write g.</question>\n<tests>\nassert g(1) == 2\n</tests>",                      # needs code
+             "<question>Write g.</question><tests>assert g(1) == 2</tests><code>def g(x):\n    return x + 1</code>",  # complete
+             "def g(x): return x"]                                                                      # no question
+    refs = [ref] * 4
+    assert part_missing(texts, refs, "tests") == [0] and part_missing(texts, refs, "code") == [1]
+    b = Recorder("assert g(1) == 2\n</tests> trailing")
+    texts[0] = force_answers(b, [[{"role": "user", "content": "q"}]], [texts[0]], 32, tag="tests")[0]
+    assert texts[0].endswith("<tests>assert g(1) == 2</tests>") and b.calls[0][1].stop == ["</tests>"]
+    assert part_missing(texts, refs, "code") == [0, 1]

@@ -20,31 +20,33 @@ from selfevolve.records import Question
 from selfevolve.roles.parsers import parse_solver
 
 
-def forced_prefix(text: str) -> str:
-    """The reply to continue: ``text``, ``</think>`` when a ``<think>`` is left open, then ``<answer>``
-    (nothing is added to a text that ends inside an open ``<answer>``)."""
+def forced_prefix(text: str, tag: str = "answer") -> str:
+    """The reply to continue: ``text``, ``</think>`` when a ``<think>`` is left open, then ``<tag>``
+    (nothing is added to a text that ends inside an open ``<tag>``)."""
     text = text.rstrip()
-    if text.rfind("<answer>") > text.rfind("</answer>"):
+    if text.rfind(f"<{tag}>") > text.rfind(f"</{tag}>"):
         return text
     open_think = text.rfind("<think>") > text.rfind("</think>")
-    return text + ("\n</think>" if open_think else "") + "\n<answer>"
+    return text + ("\n</think>" if open_think else "") + f"\n<{tag}>"
 
 
 def force_answers(backend: Backend, conversations: Sequence[Messages], texts: Sequence[str], max_new_tokens: int,
-                  seed: int | None = None) -> list[str]:
-    """For each ``(conversation, text)``: ``forced_prefix(text)`` continued by the model (greedy, at
-    most ``max_new_tokens`` tokens, stopped at ``</answer>``) and closed with ``</answer>``. One batched
-    backend call; returns the B full completions in input order (empty input: ``[]``). Raises
-    ``RuntimeError`` when the backend returns the wrong number of completions."""
+                  seed: int | None = None, tag: str = "answer") -> list[str]:
+    """For each ``(conversation, text)``: ``forced_prefix(text, tag)`` continued by the model (greedy,
+    at most ``max_new_tokens`` tokens, stopped at ``</tag>``) and closed with ``</tag>`` (``tag``:
+    ``answer``, or a Challenger's ``tests`` / ``code``). One batched backend call; returns the B full
+    completions in input order (empty input: ``[]``). Raises ``RuntimeError`` when the backend
+    returns the wrong number of completions."""
     if not texts:
         return []
-    prefixes = [forced_prefix(t) for t in texts]
+    close = f"</{tag}>"
+    prefixes = [forced_prefix(t, tag) for t in texts]
     convs = [list(c) + [{"role": "assistant", "content": p}] for c, p in zip(conversations, prefixes)]
-    sampling = SamplingConfig(temperature=0.0, max_new_tokens=max(1, max_new_tokens), n=1, seed=seed, stop=["</answer>"])
+    sampling = SamplingConfig(temperature=0.0, max_new_tokens=max(1, max_new_tokens), n=1, seed=seed, stop=[close])
     outs = backend.chat(convs, sampling)
     if len(outs) != len(convs) or any(len(o) != 1 for o in outs):
         raise RuntimeError("backend broke the Backend contract while forcing answers")
-    return [p + o[0].text.split("</answer>", 1)[0].rstrip() + "</answer>" for p, o in zip(prefixes, outs)]
+    return [p + o[0].text.split(close, 1)[0].rstrip() + close for p, o in zip(prefixes, outs)]
 
 
 def force_missing_answers(backend: Backend, questions: Sequence[Question], convs: Sequence[Messages],

@@ -70,14 +70,26 @@ def challenger_question(out: parsers.ChallengerOutput, qid: str, parent: Questio
     return Question(spec=MathSpec(answer=out.answer or ""), meta={"reference": "challenger"}, **common)
 
 
-def answer_missing(texts: list[str], refs: list[Question]) -> list[int]:
-    """Indices of math Challenger completions with a question but no closed answer (to force one)."""
+#: Token budget of a forced Challenger part, in units of ``sampling.force_answer_tokens``.
+FORCED_PART_BUDGET = {"answer": 1, "tests": 4, "code": 4}
+
+
+def part_missing(texts: list[str], refs: list[Question], part: str) -> list[int]:
+    """Indices of Challenger completions with a question but without ``part`` (``answer`` for math;
+    ``tests``, then ``code``, for code), to force it."""
     out = []
     for i, (t, r) in enumerate(zip(texts, refs)):
         p = parsers.parse_challenger(t, r.domain)
-        if r.domain == "math" and p.question and not p.ok:
+        missing = {"answer": r.domain == "math" and not p.ok, "tests": r.domain == "code" and not p.tests,
+                   "code": r.domain == "code" and bool(p.tests) and not p.reference_solution}[part]
+        if p.question and missing:
             out.append(i)
     return out
+
+
+def answer_missing(texts: list[str], refs: list[Question]) -> list[int]:
+    """Indices of math Challenger completions with a question but no closed answer (to force one)."""
+    return part_missing(texts, refs, "answer")
 
 
 def challenge(ctx: StageContext) -> dict:
@@ -99,10 +111,14 @@ def challenge(ctx: StageContext) -> dict:
     with ctx.backend() as backend:
         texts = [c[0].text for c in backend.chat(convs, ctx.sampling("challenge"))]
         r_f = [parsers.parse_challenger(t, r.domain).format_reward for t, r in zip(texts, refs)]
-        forced = answer_missing(texts, refs) if params.sampling.force_answer_tokens > 0 else []
-        for i, t in zip(forced, force_answers(backend, [convs[i] for i in forced], [texts[i] for i in forced],
-                                              params.sampling.force_answer_tokens, ctx.seed("force-answers"))):
-            texts[i] = t
+        forced: set[int] = set()
+        budget = params.sampling.force_answer_tokens
+        for part in (FORCED_PART_BUDGET if budget > 0 else ()):  # answer; tests, then code (forced tests may now exist)
+            todo = part_missing(texts, refs, part)
+            for i, t in zip(todo, force_answers(backend, [convs[i] for i in todo], [texts[i] for i in todo],
+                                                budget * FORCED_PART_BUDGET[part], ctx.seed(f"force-{part}"), part)):
+                texts[i] = t
+            forced.update(todo)
     rollouts, questions = [], []
     for i, (ref, prompt, text) in enumerate(zip(refs, prompts, texts)):
         parsed = parsers.parse_challenger(text, ref.domain)
