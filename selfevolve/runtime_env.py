@@ -17,6 +17,9 @@ DEFAULTS: dict[str, str] = {
     "TOKENIZERS_PARALLELISM": "false",
     # torch's OpenMP threads spin while waiting; on 2 shared cores that made generation 10-70x slower.
     "OMP_WAIT_POLICY": "PASSIVE",
+    # Prefect's temporary API server (`make run` without a server) gets 20 s to start by default; on 2
+    # busy cores it took longer and the campaign failed before its first stage.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
 }
 
 
