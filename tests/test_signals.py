@@ -72,5 +72,11 @@ def test_a_signal_to_the_flow_stops_the_running_stage_and_its_children(tmp_path,
     finally:
         for p in _sleepers(marker):
             p.kill()
-        if proc.poll() is None:
+        if proc.poll() is None:  # failed: kill the flow with its temporary Prefect server, not just the flow
+            try:
+                children = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                children = []
+            for p in children:
+                p.kill()
             proc.kill()
