@@ -8,7 +8,7 @@ import pytest
 from selfevolve.backends.base import Backend, Completion
 from selfevolve.records import CodeSpec, MathSpec, Question
 from selfevolve.roles.forcing import force_answers, force_missing_answers, forced_prefix
-from selfevolve.stages.challenge import answer_missing
+from selfevolve.stages.challenge import part_missing
 
 from fixtures_models import tiny_model_dir  # noqa: F401  (fixture)
 
@@ -67,7 +67,7 @@ def test_the_challenger_is_forced_only_for_a_math_question_without_its_answer():
     ref_c = Question(id="rc", text="Write f.", domain="code", spec=CodeSpec(tests=["assert f() == 1"]))
     texts = ["<question>What is 2 + 3?</answer>", "<question>What is 2 + 3?</question><answer>5</answer>",
              "nothing", "<question>Write g.</question>"]
-    assert answer_missing(texts, [ref_m, ref_m, ref_m, ref_c]) == [0]
+    assert part_missing(texts, [ref_m, ref_m, ref_m, ref_c], "answer") == [0]
 
 
 def test_a_trailing_assistant_message_is_continued_not_answered(tiny_model_dir):
@@ -85,8 +85,6 @@ def test_a_trailing_assistant_message_is_continued_not_answered(tiny_model_dir):
 
 
 def test_a_code_challenger_is_forced_to_write_its_tests_then_its_reference_solution():
-    from selfevolve.stages.challenge import part_missing
-
     ref = Question(id="rc", text="Write f.", domain="code", spec=CodeSpec(tests=["assert f() == 1"]))
     texts = ["<question>Write g(x) returning x + 1.</question>",                                      # needs tests, then code
              "<question>Write g.</question>\n<tests>\nassert g(1) == 2\n</tests>",                      # needs code

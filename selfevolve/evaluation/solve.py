@@ -104,11 +104,10 @@ def build_messages(question: Question, prompt: str, worked_example: bool = False
     description, else the text), ``tests`` (code test statements), ``entry_point``, ``domain``,
     ``meta``. With ``worked_example`` the Solver's worked exchanges come first
     (``selfevolve.roles.templates.chat``). Raises ``jinja2.TemplateNotFound`` for an unknown template."""
-    from selfevolve.roles.templates import chat, render
+    from selfevolve.roles.templates import chat, messages
 
     if prompt == SOLVER_PROMPT:
-        return chat("solver", render("solver", question=question.text, domain=question.domain, plan=None), worked_example,
-                    question.domain)
+        return messages("solver", worked_example, question=question.text, domain=question.domain, plan=None)
     spec = question.spec
     fields = {
         "question": question.text,
@@ -237,14 +236,14 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
 
     rows: list[dict] = []
     i = 0
-    for q, t, cs in zip(questions, templates, comps):
+    for q, t, cs, fs in zip(questions, templates, comps, forced):
         vs = verdicts[i:i + len(cs)]
         answers = flat_a[i:i + len(cs)]
         correct = [int(v.correct >= 1.0) for v in vs]
         rows.append({
             "id": q.id, "source": q.source, "domain": q.domain, "level": q.level, "categories": q.categories(),
             "prompt_template": t, "completions": [c.text for c in cs], "finish_reasons": [c.finish_reason for c in cs],
-            "output_tokens": [c.output_tokens for c in cs], "forced": forced[len(rows)], "answers": answers, "answered": [int(a is not None) for a in answers],
+            "output_tokens": [c.output_tokens for c in cs], "forced": fs, "answers": answers, "answered": [int(a is not None) for a in answers],
             "correct": correct, "status": [v.status for v in vs], "detail": [v.detail for v in vs],
             "c": sum(correct), "pass_at_k": pass_at_k(len(correct), sum(correct), k),
         })

@@ -297,13 +297,11 @@ def parse_score(text, unparseable: float = 0.5) -> ScoreOutput:
     """
     text = _text(text)
     body = extract_tag(text, "score")
-    if body is None:
-        raw = _untagged_score(text)
-        if raw is None or not math.isfinite(raw) or not 0 <= raw <= 10:
-            return ScoreOutput(None, unparseable, 0.0)
-        return ScoreOutput(raw, normalise_score(raw, unparseable), 0.5)
-    m = re.match(rf"\s*{_NUM}\s*(?:(?:/|out\s+of)\s*(?:10|ten))?", body, re.IGNORECASE)
-    raw = _number(m.group(1)) if m else None
+    if body is None:  # r_f: 0.5 for a score read without the tag, 0 for none
+        raw, r_f, r_f_unparsed = _untagged_score(text), 0.5, 0.0
+    else:  # r_f: 1 closed, 0.5 unclosed or not a number in range
+        m = re.match(rf"\s*{_NUM}\s*(?:(?:/|out\s+of)\s*(?:10|ten))?", body, re.IGNORECASE)
+        raw, r_f, r_f_unparsed = _number(m.group(1)) if m else None, 1.0 if _closed(text, "score") else 0.5, 0.5
     if raw is None or not math.isfinite(raw) or not 0 <= raw <= 10:
-        return ScoreOutput(None, unparseable, 0.5)
-    return ScoreOutput(raw, normalise_score(raw, unparseable), 1.0 if _closed(text, "score") else 0.5)
+        return ScoreOutput(None, unparseable, r_f_unparsed)
+    return ScoreOutput(raw, normalise_score(raw, unparseable), r_f)

@@ -87,11 +87,6 @@ def part_missing(texts: list[str], refs: list[Question], part: str) -> list[int]
     return out
 
 
-def answer_missing(texts: list[str], refs: list[Question]) -> list[int]:
-    """Indices of math Challenger completions with a question but no closed answer (to force one)."""
-    return part_missing(texts, refs, "answer")
-
-
 def challenge(ctx: StageContext) -> dict:
     """Challenger: ``sage.questions_per_cycle`` new questions, each from a reference item drawn from
     the previous pool (questions on the Solver's frontier ``sage.frontier_boost`` times likelier,
