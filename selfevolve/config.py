@@ -163,6 +163,8 @@ class SageParams(_Section):
     solver_correct_weight: float = Field(0.6, ge=0.0, le=1.0)
     solver_format_weight: float = Field(0.2, ge=0.0, le=1.0)
     planner_score_weight: float = Field(0.5, ge=0.0, le=1.0)
+    rollout_block: int = Field(64, ge=1, description="solve-set questions per generation call of the Solver, each call seeded "
+                               "on its own: the unit a sharded solve splits on, so any shard count gives the same bytes")
     dedup_ngram: int = Field(3, ge=1, le=10)
     dedup_threshold: float = Field(0.9, gt=0.0, le=1.0, description="Jaccard n-gram similarity above which a question is a near-duplicate")
     ablation: AblationParams = AblationParams()
@@ -264,6 +266,38 @@ class EvaluationParams(_Section):
                                 "single agent are compared (0 = off)")
 
 
+class PlacementParams(_Section):
+    """Where each stage runs (README 'Running on a cluster'). Placement never changes what a stage
+    writes, so no stage depends on these keys: moving a stage to another pool or splitting it into
+    shards reuses every cached result."""
+
+    dispatch: Literal["local", "pools"] = Field("local", description="local: every stage runs in the flow's own checkout, "
+                                                "one after another (one machine); pools: each stage is sent to a worker of "
+                                                "its work pool, independent stages at the same time")
+    pools: dict[Literal["gpu", "cpu"], str] = Field(default_factory=lambda: {"gpu": "gpu", "cpu": "cpu"},
+                                                    description="Prefect work pool of each resource class")
+    resources: dict[str, Literal["gpu", "cpu"]] = Field(default_factory=dict, description="per-stage override of the "
+                                                        "registry's resource class, e.g. {verify: gpu}")
+    shards: dict[Literal["solve", "verify"], int] = Field(default_factory=lambda: {"solve": 1, "verify": 1}, description="stage -> shard count (default 1); "
+                                                          "after a change run `selfevolve dvc-yaml` and commit dvc.yaml")
+    remote: str | None = Field(None, description="DVC remote the workers exchange results through (default: the "
+                                "repository's default remote)")
+    stage_timeout_s: float = Field(6 * 3600.0, gt=0, description="pools: a stage run not finished after this long fails")
+    attempts: int = Field(3, ge=1, le=20, description="pools: submissions of a stage whose worker crashed or vanished "
+                          "(each goes to any worker of the pool)")
+
+    @field_validator("shards")
+    @classmethod
+    def _counts(cls, shards: dict[str, int]) -> dict[str, int]:
+        bad = {k: v for k, v in shards.items() if not 1 <= v <= 256}
+        if bad:
+            raise ValueError(f"shard counts must be 1..256, got {bad}")
+        return shards
+
+    def shard_count(self, stage: str) -> int:
+        return self.shards.get(stage, 1)  # type: ignore[call-overload]
+
+
 class CycleSpec(_Section):
     init: str = Field(description="'base' or the name of an earlier cycle whose model this cycle starts from")
 
@@ -284,6 +318,7 @@ class Params(_Section):
     mass: MassParams = MassParams()
     verifiers: VerifierParams = VerifierParams()
     evaluation: EvaluationParams = EvaluationParams()
+    placement: PlacementParams = PlacementParams()
 
     @field_validator("cycles")
     @classmethod

@@ -140,6 +140,7 @@ class Attempt(_Record):
     format_reward: float = 0.0
     prompt: str = ""
     output_tokens: int = 0
+    forced: bool = False  # the answer was forced (``sampling.force_answer_tokens``): the text was continued after "<answer>"
 
 
 class Verdict(_Record):

@@ -13,10 +13,11 @@ from selfevolve.stages.registry import STAGES, Stage
 
 
 def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay: Optional[list[Path]], root: Path,
-                      track: bool) -> dict:
-    """Run ``stage`` as the runner does; bad params, an unknown cycle or a per-cycle stage without
-    ``--cycle`` exit 2 with the reason before anything is written."""
+                      track: bool, shard: Optional[str] = None, merge: int = 0) -> dict:
+    """Run ``stage`` as the runner does; bad params, an unknown cycle, a per-cycle stage without
+    ``--cycle`` or a bad ``--shard``/``--merge`` exit 2 with the reason before anything is written."""
     from selfevolve.stages.runner import execute
+    from selfevolve.stages.shards import Shard
 
     p = load_params_or_fail(params, overlay)
     if stage.per_cycle:
@@ -24,7 +25,15 @@ def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay:
             fail(f"stage '{stage.name}' runs per cycle: give --cycle (one of {p.cycle_names()})")
         if cycle not in p.cycles:
             fail(f"unknown cycle {cycle!r}; params.yaml defines {p.cycle_names()}")
-    return execute(stage, p, cycle, root, track=track)
+    if (shard or merge) and not stage.shardable:
+        fail(f"stage '{stage.name}' cannot be sharded (--shard/--merge apply to the rollout and grading stages)")
+    if shard and merge:
+        fail("give --shard K/N (compute one shard) or --merge N (join N shards), not both")
+    try:
+        part = Shard.parse(shard) if shard else None
+    except ValueError as exc:
+        fail(str(exc))
+    return execute(stage, p, cycle, root, track=track, shard=part, merge=merge)
 
 
 def stage_command(stage: Stage) -> Callable[..., None]:
@@ -36,10 +45,13 @@ def stage_command(stage: Stage) -> Callable[..., None]:
         overlay: Optional[list[Path]] = typer.Option(None, "--params-overlay", help="preset params files merged over --params"),
         root: Path = typer.Option(Path("."), "--root", help="project root holding data/, models/, mlflow/"),
         no_track: bool = typer.Option(False, "--no-track", help="do not log to MLflow"),
+        shard: Optional[str] = typer.Option(None, "--shard", help="rollout/grading stages: compute shard K/N only (written "
+                                            "beside the output under shards/)"),
+        merge: int = typer.Option(0, "--merge", min=0, help="rollout/grading stages: join the N shard parts into the output"),
         verbose: bool = typer.Option(False, "--verbose", "-v"),
     ) -> None:
         setup_logging(verbose)
-        run_stage_or_fail(stage, cycle, params, overlay, root, track=not no_track)
+        run_stage_or_fail(stage, cycle, params, overlay, root, track=not no_track, shard=shard, merge=merge)
 
     doc = (stage.run.__doc__ or "").strip()
     command.__doc__ = f"Stage '{stage.name}'{' of one cycle' if stage.per_cycle else ''}. " + doc
@@ -109,13 +121,20 @@ def preset(
 def dvc_yaml(
     out: Path = typer.Option(Path("dvc.yaml"), "--out", "-o", help="where to write it"),
     check: bool = typer.Option(False, "--check", help="only compare: exit 1 when OUT differs from the registry"),
+    params: Path = typer.Option(Path("params.yaml"), "--params", "-p", help="params file whose placement.shards split stages"),
 ) -> None:
     """Write dvc.yaml from the stage registry, with every stage's code dependencies derived from its
-    imports (run after adding a stage or changing what a stage imports; a test fails while the
-    committed dvc.yaml is stale)."""
+    imports, and a sharded stage (params placement.shards) as its shard stages and merge stage (run
+    after adding a stage, changing what a stage imports or changing the shard counts; a test fails
+    while the committed dvc.yaml is stale)."""
     from selfevolve.stages import dvc_yaml as gen
+    from selfevolve.stages.placement import shard_counts
 
-    text = gen.render()
+    try:
+        shards = shard_counts(load_params_or_fail(params))
+    except ValueError as exc:
+        fail(str(exc))
+    text = gen.render(shards)
     if check:
         if not out.is_file() or out.read_text(encoding="utf-8") != text:
             fail(f"{out} is not what the stage registry generates: run `selfevolve dvc-yaml`", code=1)

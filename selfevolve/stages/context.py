@@ -13,12 +13,15 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from selfevolve.backends.base import Backend, SamplingConfig
 from selfevolve.config import Params
 from selfevolve.paths import CyclePaths, cycle_paths
 from selfevolve.seeding import derive_seed
+
+if TYPE_CHECKING:  # only the shardable stages use it (and so depend on it in dvc.yaml)
+    from selfevolve.stages.shards import Shard
 
 log = logging.getLogger("selfevolve")
 
@@ -35,13 +38,16 @@ class StageContext:
     """One stage run's view of the campaign.
 
     ``log_step(step, metrics)`` records per-step metrics of long stages (training curves) with the
-    stage's tracking run; it does nothing when the stage runs untracked.
+    stage's tracking run; it does nothing when the stage runs untracked. ``shard`` / ``merge`` are
+    set only for the runs of a sharded stage (``selfevolve.stages.shards.sharded_rows``).
     """
 
     params: Params
     cycle: str
     root: Path = Path(".")
     log_step: Callable[[int, dict], None] = field(default=_no_steps)
+    shard: Shard | None = None   # this run computes one shard of a shardable stage (selfevolve.stages.shards)
+    merge: int = 0               # this run joins the stage's ``merge`` shard parts
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)

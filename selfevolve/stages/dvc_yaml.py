@@ -27,12 +27,14 @@ from pathlib import Path
 import yaml
 
 from selfevolve.paths import CyclePaths
+from selfevolve.stages.placement import expand
 from selfevolve.stages.registry import STAGES, Stage
+from selfevolve.stages.shards import Shard, part_path
 
 PACKAGE = "selfevolve"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Modules that run around a stage but cannot change its outputs.
-PLUMBING = ("selfevolve.stages.runner", "selfevolve.stages.registry", "selfevolve.stages.dvc_yaml", "selfevolve.tracking",
+PLUMBING = ("selfevolve.stages.runner", "selfevolve.stages.registry", "selfevolve.stages.dvc_yaml", "selfevolve.stages.placement", "selfevolve.tracking",
             "selfevolve.cli", "selfevolve.services")
 _RENDER_RE = re.compile(r"""prompting\.render\(\s*f?["']([\w-]+)/""")
 _SIBLING_RE = re.compile(r"""["']([\w]+\.py)["']""")
@@ -181,20 +183,32 @@ def _path(spec: str, per_cycle: bool) -> str:
     return getattr(CyclePaths(Path("."), cycle), attr).as_posix()
 
 
-def stage_entry(stage: Stage) -> dict:
-    """The ``dvc.yaml`` entry of one stage (inside ``foreach``/``do`` for per-cycle stages)."""
+def stage_entry(stage: Stage, shard: Shard | None = None, merge: int = 0) -> dict:
+    """The ``dvc.yaml`` entry of one stage (inside ``foreach``/``do`` for per-cycle stages); for a
+    sharded stage, of one shard (``shard``) or of the merge of ``merge`` parts."""
     cycle = "${key}" if stage.per_cycle else (stage.fixed_cycle or "base")
     cmd = f"selfevolve {stage.cli_name}" + (f" --cycle {cycle}" if stage.per_cycle or stage.fixed_cycle else "")
+    outs = [_path(o, stage.per_cycle) for o in stage.outs]
+    deps = [_path(d, stage.per_cycle) for d in stage.deps]
+    metrics = stage.metrics_file
+    if shard is not None:
+        cmd += f" --shard {shard.index}/{shard.count}"
+        outs = [part_path(Path(o), shard.index, shard.count).as_posix() for o in outs]
+        metrics += f"_{shard.label}"
+    elif merge:
+        cmd += f" --merge {merge}"
+        deps = [part_path(Path(o), k, merge).as_posix() for o in outs for k in range(merge)]
     entry = {
         "cmd": cmd,
-        "deps": [_path(d, stage.per_cycle) for d in stage.deps] + code_deps(stage),
-        "params": list(stage.params),
-        "outs": [_path(o, stage.per_cycle) for o in stage.outs],
+        "deps": deps + code_deps(stage),
+        "params": [] if merge else list(stage.params),
+        "outs": outs,
         # Metrics are cached like any output, so `dvc push` carries them to a second clone.
-        "metrics": [CyclePaths(Path("."), cycle).metrics(stage.metrics_file).as_posix()],
+        "metrics": [CyclePaths(Path("."), cycle).metrics(metrics).as_posix()],
     }
-    if not entry["deps"]:
-        del entry["deps"]
+    for key in ("deps", "params"):
+        if not entry[key]:
+            del entry[key]
     return {"foreach": "${cycles}", "do": entry} if stage.per_cycle else entry
 
 
@@ -207,16 +221,21 @@ HEADER = """\
 """
 
 
-def render() -> str:
-    """The text of ``dvc.yaml``: every registered stage, then the report's plots."""
+def render(shards: dict[str, int] | None = None) -> str:
+    """The text of ``dvc.yaml``: every registered stage (a stage with ``shards[name]`` > 1 as its
+    shard entries ``<name>_shard_K`` and its merge entry ``<name>``), then the report's plots."""
     from selfevolve.reporting.series import DVC_PLOTS
 
-    doc = {"stages": {s.name: stage_entry(s) for s in STAGES}, "plots": DVC_PLOTS}
+    stages = {}
+    for st in STAGES:
+        for shard, merge in expand(st, (shards or {}).get(st.name, 1)):
+            stages[f"{st.name}_{shard.label}" if shard else st.name] = stage_entry(st, shard, merge)
+    doc = {"stages": stages, "plots": DVC_PLOTS}
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=120)
 
 
-def write(path: str | Path = REPO_ROOT / "dvc.yaml") -> Path:
+def write(path: str | Path = REPO_ROOT / "dvc.yaml", shards: dict[str, int] | None = None) -> Path:
     """Write :func:`render` to ``path`` and return it."""
     path = Path(path)
-    path.write_text(render(), encoding="utf-8")
+    path.write_text(render(shards), encoding="utf-8")
     return path

@@ -9,6 +9,10 @@ Everything else derives from this list: the ``selfevolve <stage>`` commands, ``d
 (``selfevolve.stages.dvc_yaml``, with each stage's code dependencies found from its imports), the
 Prefect tasks (``tasks/stages.py``) and the cycle flow, and the SAGE benchmark's runs.
 
+``resource`` is the stage's resource class: ``gpu`` for the stages that generate with or train the
+model (placed on the GPU work pool when the backend needs a GPU), ``cpu`` for grading, rewards,
+datasets (``selfevolve.stages.placement``).
+
 Paths are written ``"<which>.<attribute>"`` with ``which`` one of ``cycle`` (the stage's own cycle),
 ``init`` (the cycle it starts from: ``base`` for the first) and ``base``; e.g. ``"init.model"`` is
 ``models/<init>``, ``"cycle.challenge"`` is ``data/cycles/<cycle>/challenge.jsonl``.
@@ -37,6 +41,8 @@ class Stage:
     fixed_cycle: str | None = None       # the cycle a non-per-cycle stage runs for ("base")
     command: str | None = None           # the ``selfevolve`` command (default: the name with dashes)
     metrics_name: str | None = None      # metrics/<cycle>/<metrics_name>.json (default: the name)
+    resource: str = "cpu"                # resource class: "gpu" for stages that run the model (README "Running on a cluster")
+    shardable: bool = False              # can split into ``placement.shards`` shards (selfevolve.stages.shards)
 
     @property
     def cli_name(self) -> str:
@@ -62,32 +68,32 @@ STAGES: tuple[Stage, ...] = (
     Stage("seeds", base.seeds, False, deps=(), outs=("base.pool", "base.val", "base.heldout", "base.mass_champions"),
           params=("seed", "seeds")),
     Stage("bootstrap", base.bootstrap, False, deps=("base.pool", "base.val"), outs=("base.model", "base.replay", "base.self_labels"),
-          params=("seed", "bootstrap", "seeds", "model", "sampling", "evaluation", "verifiers")),
+          params=("seed", "bootstrap", "seeds", "model", "sampling", "evaluation", "verifiers"), resource="gpu"),
     Stage("evaluate_base", evaluate.evaluate, False, deps=("base.model", "base.heldout"), outs=("base.eval_dir",),
           params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir"), fixed_cycle="base",
-          command="evaluate", metrics_name="evaluate"),
+          command="evaluate", metrics_name="evaluate", resource="gpu"),
     Stage("challenge", challenge.challenge, True, deps=("init.model", "init.pool"), outs=("cycle.challenge",),
           params=(*_GEN, "verifiers", "sage.questions_per_cycle", "sage.frontier_band", "sage.frontier_boost"),
-          artifacts=("challenge",)),
+          artifacts=("challenge",), resource="gpu"),
     Stage("critic_questions", critic.critic_questions, True, deps=("init.model", "cycle.challenge"),
           outs=("cycle.critic_questions",),
-          params=(*_GEN, "sage.alpha", "sage.critic_unparseable_score", "sage.ablation.critic"), artifacts=("critic_questions",)),
+          params=(*_GEN, "sage.alpha", "sage.critic_unparseable_score", "sage.ablation.critic"), artifacts=("critic_questions",), resource="gpu"),
     Stage("plan", solve.plan, True, deps=("init.model", "init.pool", "cycle.challenge", "cycle.critic_questions"),
           outs=("cycle.solve_set", "cycle.plans"), params=(*_GEN, "sage.pool_sample", "sage.frontier_band", "sage.frontier_boost", "sage.ablation.planner"),
-          artifacts=("plans",)),
+          artifacts=("plans",), resource="gpu"),
     Stage("critic_plans", critic.critic_plans, True, deps=("init.model", "cycle.solve_set", "cycle.plans"),
           outs=("cycle.critic_plans",),
-          params=(*_GEN, "sage.beta", "sage.critic_unparseable_score", "sage.ablation.critic"), artifacts=("critic_plans",)),
+          params=(*_GEN, "sage.beta", "sage.critic_unparseable_score", "sage.ablation.critic"), artifacts=("critic_plans",), resource="gpu"),
     Stage("solve", solve.solve, True, deps=("init.model", "cycle.solve_set", "cycle.plans", "cycle.critic_plans"),
-          outs=("cycle.attempts",), params=(*_GEN, "sage.solver_samples")),
+          outs=("cycle.attempts",), params=(*_GEN, "sage.solver_samples", "sage.rollout_block"), resource="gpu", shardable=True),
     Stage("verify", solve.verify, True, deps=("cycle.solve_set", "cycle.attempts"), outs=("cycle.verdicts",),
-          params=("verifiers",)),
+          params=("verifiers",), shardable=True),
     Stage("rewards", rewards.rewards, True,
           deps=("init.pool", "cycle.challenge", "cycle.critic_questions", "cycle.solve_set", "cycle.plans", "cycle.critic_plans",
                 "cycle.attempts", "cycle.verdicts"),
           outs=("cycle.rollouts", "cycle.pool"), params=("sage",), artifacts=("pool",)),
     Stage("mass_search", mass.mass_search, True, deps=("init.model", "init.mass_champions", "cycle.pool"), outs=("cycle.mass_dir",),
-          params=(*_GEN, "mass", "verifiers"), artifacts=("mass_dir",)),
+          params=(*_GEN, "mass", "verifiers"), artifacts=("mass_dir",), resource="gpu"),
     Stage("datasets", train.datasets, True,
           deps=("cycle.rollouts", "cycle.pool", "cycle.solve_set", "cycle.attempts", "cycle.verdicts", "cycle.mass_trajectories",
                 "init.replay", "init.self_labels"),
@@ -95,12 +101,12 @@ STAGES: tuple[Stage, ...] = (
           params=("sage.ablation", "rl.algorithm", "rl.skip_no_spread", "sage.frontier_band", "rl.labels_per_question", "mass.enabled")),
     Stage("train_rl", train.train_rl, True,
           deps=("init.model", "cycle.rl_dataset", "cycle.self_labels", "cycle.replay", "cycle.solve_set", "base.val"),
-          outs=("cycle.rl_model",), params=("seed", "rl", "model", "sampling", "sage", "verifiers", "evaluation")),
+          outs=("cycle.rl_model",), params=("seed", "rl", "model", "sampling", "sage", "verifiers", "evaluation"), resource="gpu"),
     Stage("train_sft", train.train_sft, True, deps=("cycle.rl_model", "cycle.sft_dataset", "base.val"), outs=("cycle.model",),
-          params=("seed", "sft", "model", "rl.eval_questions", "verifiers", "evaluation"), artifacts=("model",)),
+          params=("seed", "sft", "model", "rl.eval_questions", "verifiers", "evaluation"), artifacts=("model",), resource="gpu"),
     Stage("evaluate", evaluate.evaluate, True, deps=("cycle.model", "base.heldout", "base.eval_dir", "cycle.mass_champions"),
           outs=("cycle.eval_dir",),
-          params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir", "mass")),
+          params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir", "mass"), resource="gpu"),
 )
 
 BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}

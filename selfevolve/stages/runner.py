@@ -16,6 +16,7 @@ from selfevolve.config import Params, load_params
 from selfevolve.records import write_json
 from selfevolve.stages.context import StageContext
 from selfevolve.stages.registry import Stage, get
+from selfevolve.stages.shards import Shard
 
 log = logging.getLogger("selfevolve")
 
@@ -41,29 +42,34 @@ def _summary(metrics: dict) -> str:
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(metrics.items())[:8])
 
 
-def execute(stage: Stage, params: Params, cycle: str | None = None, root: str | Path = ".", track: bool = True) -> dict:
+def execute(stage: Stage, params: Params, cycle: str | None = None, root: str | Path = ".", track: bool = True,
+            shard: Shard | None = None, merge: int = 0) -> dict:
     """Run ``stage`` for ``cycle`` with already validated ``params``: tracking (unless ``track`` is
     false), ``stage_seconds``, and the metrics file ``metrics/<cycle>/<stage>.json``. Returns the
-    metrics."""
+    metrics. A shard run (``shard``) is tracked and measured as ``<stage>_shard_K``; the merge run
+    (``merge`` = N) as the stage itself."""
     from selfevolve.tracking import stage_run
 
     cycle = stage.cycle_of(cycle)
-    ctx = StageContext(params, cycle, Path(root))
+    ctx = StageContext(params, cycle, Path(root), shard=shard, merge=merge)
+    name = f"{stage.name}_{shard.label}" if shard else stage.name
+    metrics_file = f"{stage.metrics_file}_{shard.label}" if shard else stage.metrics_file
     t0 = time.time()
-    log.info("stage %s%s started", stage.name, f" (cycle {cycle})" if stage.per_cycle else "")
+    log.info("stage %s%s started", name, f" (cycle {cycle})" if stage.per_cycle else "")
     if track:
-        with stage_run(params.campaign, cycle, stage.name, params.model_dump(mode="json"), root) as run:
+        with stage_run(params.campaign, cycle, name, params.model_dump(mode="json"), root) as run:
             ctx.log_step = lambda step, m: run.log_metrics(m, step=step)
             metrics = stage.run(ctx)
-            run.log_metrics(metrics, step=ctx.index, parent=True)  # the cycle's run gathers every stage's metrics
+            if shard is None:  # the cycle's run gathers every stage's metrics (a shard's are partial)
+                run.log_metrics(metrics, step=ctx.index, parent=True)
             metrics = {**metrics, "stage_seconds": round(time.time() - t0, 2)}
             run.log_metrics({"stage_seconds": metrics["stage_seconds"]})
-            for name in stage.artifacts:
-                log_output(run, getattr(ctx.paths, name), name)
+            for art in stage.artifacts if shard is None else ():
+                log_output(run, getattr(ctx.paths, art), art)
     else:
         metrics = {**stage.run(ctx), "stage_seconds": round(time.time() - t0, 2)}
-    write_json(ctx.paths.metrics(stage.metrics_file), metrics)
-    log.info("stage %s done in %.1f s: %s", stage.name, time.time() - t0, _summary(metrics))
+    write_json(ctx.paths.metrics(metrics_file), metrics)
+    log.info("stage %s done in %.1f s: %s", name, time.time() - t0, _summary(metrics))
     return metrics
 
 

@@ -7,11 +7,12 @@ from collections import defaultdict
 from statistics import fmean
 
 from selfevolve.pool import frontier_weights, weighted_sample
-from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, read_jsonl, write_jsonl
+from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, Verdict, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
 from selfevolve.roles.forcing import force_missing_answers
 from selfevolve.roles.templates import render
 from selfevolve.stages.context import StageContext
+from selfevolve.stages.shards import sharded_rows
 
 
 def plan(ctx: StageContext) -> dict:
@@ -47,54 +48,76 @@ def plan(ctx: StageContext) -> dict:
 
 def solve(ctx: StageContext) -> dict:
     """Solver: ``sage.solver_samples`` completions per solve-set question, with the plan in the
-    prompt iff its Critic score passed the plan gate. Writes ``attempts.jsonl``."""
+    prompt iff its Critic score passed the plan gate. Writes ``attempts.jsonl``.
+
+    The questions are generated in blocks of ``sage.rollout_block``, each with its own seed, so a
+    shard (``--shard K/N``: a contiguous range of blocks) writes exactly the rows the unsharded run
+    writes for those blocks, and ``--merge N`` joins the parts into the same bytes."""
     P = ctx.paths
     questions = read_jsonl(P.solve_set, Question)
     plans = {p.question_id: p for p in read_jsonl(P.plans, Plan)}
     plan_scores = {s.question_id: s for s in read_jsonl(P.critic_plans, CriticScore)}
+    block = ctx.params.sage.rollout_block
+    blocks = [questions[i:i + block] for i in range(0, len(questions), block)]
+
+    def compute(units: range) -> list[Attempt]:
+        if not units:
+            return []
+        with ctx.backend() as backend:
+            return [a for b in units for a in _solve_block(ctx, backend, b, blocks[b], plans, plan_scores)]
+
+    attempts = sharded_rows(P.attempts, Attempt, len(blocks), compute, ctx.shard, ctx.merge)
+    by_q = defaultdict(list)
+    for a in attempts:
+        by_q[a.question_id].append(a)
+    return {
+        "attempts": len(attempts),
+        "solver_format_reward": fmean(a.format_reward for a in attempts) if attempts else 0.0,
+        "plans_shown_rate": sum(any(a.plan_id for a in g) for g in by_q.values()) / max(1, len(by_q)),
+        "solver_mean_output_tokens": fmean(a.output_tokens for a in attempts) if attempts else 0.0,
+        "solver_answered_rate": sum(a.answer is not None for a in attempts) / max(1, len(attempts)),
+        "solver_forced_rate": sum(a.forced for a in attempts) / max(1, len(attempts)),
+    }
+
+
+def _solve_block(ctx: StageContext, backend, index: int, questions: list[Question], plans: dict, plan_scores: dict) -> list[Attempt]:
+    """The Solver's attempts on one block of the solve set, sampled with the block's own seeds."""
     prompts, shown = [], []
     for q in questions:
         p, s = plans.get(q.id), plan_scores.get(q.id)
         show = p is not None and s is not None and s.passed and bool(p.text)
         shown.append(p.id if show else None)
         prompts.append(render("solver", question=q.text, domain=q.domain, plan=p.text if show else None))
-    n = ctx.params.sage.solver_samples
-    attempts: list[Attempt] = []
-    forced_n = 0
-    if questions:
-        convs = [ctx.chat("solver", p, q.domain) for p, q in zip(prompts, questions)]
-        with ctx.backend() as backend:
-            comps = backend.chat(convs, ctx.sampling("solve", n=n))
-            r_f = [[parsers.parse_solver(c.text, q.domain).format_reward for c in cs] for q, cs in zip(questions, comps)]
-            forced = force_missing_answers(backend, questions, convs, comps, ctx.params.sampling.force_answer_tokens,
-                                           ctx.seed("force-answers"))
-        forced_n = sum(map(sum, forced))
-        for q, prompt, plan_id, samples, fs in zip(questions, prompts, shown, comps, r_f):
-            for j, c in enumerate(samples):
-                out = parsers.parse_solver(c.text, q.domain)  # the format reward is the unforced text's
-                attempts.append(Attempt(id=f"{q.id}-s{j}", question_id=q.id, sample=j, completion=c.text, answer=out.answer,
-                                        plan_id=plan_id, format_reward=fs[j], prompt=prompt, output_tokens=c.output_tokens))
-    write_jsonl(P.attempts, attempts)
-    return {
-        "attempts": len(attempts),
-        "solver_format_reward": fmean(a.format_reward for a in attempts) if attempts else 0.0,
-        "plans_shown_rate": sum(p is not None for p in shown) / max(1, len(shown)),
-        "solver_mean_output_tokens": fmean(a.output_tokens for a in attempts) if attempts else 0.0,
-        "solver_answered_rate": sum(a.answer is not None for a in attempts) / max(1, len(attempts)),
-        "solver_forced_rate": forced_n / max(1, len(attempts)),
-    }
+    convs = [ctx.chat("solver", p, q.domain) for p, q in zip(prompts, questions)]
+    comps = backend.chat(convs, ctx.sampling(f"solve/block{index}", n=ctx.params.sage.solver_samples))
+    r_f = [[parsers.parse_solver(c.text, q.domain).format_reward for c in cs] for q, cs in zip(questions, comps)]
+    forced = force_missing_answers(backend, questions, convs, comps, ctx.params.sampling.force_answer_tokens,
+                                   ctx.seed(f"force-answers/block{index}"))
+    attempts = []
+    for q, prompt, plan_id, samples, fs, fl in zip(questions, prompts, shown, comps, r_f, forced):
+        for j, c in enumerate(samples):
+            out = parsers.parse_solver(c.text, q.domain)  # the format reward is the unforced text's
+            attempts.append(Attempt(id=f"{q.id}-s{j}", question_id=q.id, sample=j, completion=c.text, answer=out.answer,
+                                    plan_id=plan_id, format_reward=fs[j], prompt=prompt, output_tokens=c.output_tokens,
+                                    forced=bool(fl[j])))
+    return attempts
 
 
 def verify(ctx: StageContext) -> dict:
-    """External verifiers on every attempt (math grader / code sandbox). Writes ``verdicts.jsonl``."""
+    """External verifiers on every attempt (math grader / code sandbox). Writes ``verdicts.jsonl``;
+    a shard (``--shard K/N``) grades a contiguous range of the attempts."""
     from selfevolve.verifiers.grading import verify_answers
 
     P = ctx.paths
     questions = {q.id: q for q in read_jsonl(P.solve_set, Question)}
     attempts = read_jsonl(P.attempts, Attempt)
-    verdicts = verify_answers([questions[a.question_id] for a in attempts], [a.answer for a in attempts], ctx.params.verifiers,
-                              ids=[a.id for a in attempts])
-    write_jsonl(P.verdicts, verdicts)
+
+    def compute(units: range) -> list[Verdict]:
+        mine = [attempts[i] for i in units]
+        return verify_answers([questions[a.question_id] for a in mine], [a.answer for a in mine], ctx.params.verifiers,
+                              ids=[a.id for a in mine])
+
+    verdicts = sharded_rows(P.verdicts, Verdict, len(attempts), compute, ctx.shard, ctx.merge)
     per_q = defaultdict(list)
     for v in verdicts:
         per_q[v.question_id].append(v.correct)
