@@ -1,6 +1,8 @@
 """The campaign flow: seed set and base model, then ``cycles`` cycles, each starting from the
 previous cycle's model, then a summary. Run it directly (``python -m flows.campaign --cycles 2``)
-or through the deployment (``prefect deployment run 'campaign/campaign' -p cycles=2``)."""
+or through the deployment (``prefect deployment run 'campaign/campaign' -p cycles=2``). Where the
+stages run is ``params.yaml`` ``placement`` (``tasks.dispatch``): here, one after another, or on the
+workers of each stage's work pool."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import signal
 
 from prefect import flow, get_run_logger
 
-from flows.cycle import cycle
 from tasks import stages
+from tasks.dispatch import run_stages
 
 
 @flow(name="campaign", log_prints=True)
@@ -21,15 +23,14 @@ def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_loc
     defines fewer cycles (add them under ``cycles:``, each with ``init`` = the previous one)."""
     from selfevolve.config import load_params
     from selfevolve.reporting.summary import campaign_summary
+    from selfevolve.stages.placement import stage_runs
 
-    names = load_params(f"{root}/params.yaml").cycle_names()
+    params = load_params(f"{root}/params.yaml")
+    names = params.cycle_names()
     cycles = len(names) if cycles is None else cycles
     if cycles < 1 or cycles > len(names):
         raise ValueError(f"cycles={cycles}, but params.yaml defines {len(names)} cycles {names}; add more under 'cycles:'")
-    for t in stages.BASE_TASKS:
-        t(root=root)
-    for name in names[:cycles]:
-        cycle(name=name, root=root)
+    run_stages(stage_runs(params, names[:cycles]), params, root)
     stages.report(root=root)
     if commit_lock:
         stages.commit_lock(f"campaign: dvc.lock after {', '.join(['base', *names[:cycles]])}", root=root)

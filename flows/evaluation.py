@@ -5,16 +5,19 @@ from __future__ import annotations
 from prefect import flow
 
 from tasks import stages
+from tasks.dispatch import run_stages
 
 
 @flow(name="evaluation", log_prints=True)
 def evaluation(cycles: list[str] | None = None, root: str = str(stages.ROOT)) -> list[str]:
-    """Evaluate the base model and each cycle in ``cycles`` (all of params.yaml when None)."""
+    """Evaluate the base model and each cycle in ``cycles`` (all of params.yaml when None); their
+    models must exist (run the cycles first)."""
     from selfevolve.config import load_params
+    from selfevolve.stages.placement import stage_runs
 
-    names = cycles or load_params(f"{root}/params.yaml").cycle_names()
-    stages.TASKS["evaluate_base"](root=root)
-    for c in names:
-        stages.TASKS["evaluate"](cycle=c, root=root)
+    params = load_params(f"{root}/params.yaml")
+    names = cycles or params.cycle_names()
+    runs = [r for r in stage_runs(params, names) if r.stage.name in ("evaluate_base", "evaluate")]
+    run_stages(runs, params, root)
     stages.report(root=root)
     return names

@@ -280,8 +280,6 @@ class PlacementParams(_Section):
                                                         "registry's resource class, e.g. {verify: gpu}")
     shards: dict[Literal["solve", "verify"], int] = Field(default_factory=lambda: {"solve": 1, "verify": 1}, description="stage -> shard count (default 1); "
                                                           "after a change run `selfevolve dvc-yaml` and commit dvc.yaml")
-    remote: str | None = Field(None, description="DVC remote the workers exchange results through (default: the "
-                                "repository's default remote)")
     stage_timeout_s: float = Field(6 * 3600.0, gt=0, description="pools: a stage run not finished after this long fails")
     attempts: int = Field(3, ge=1, le=20, description="pools: submissions of a stage whose worker crashed or vanished "
                           "(each goes to any worker of the pool)")

@@ -304,6 +304,17 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | dict]) ->
     return n
 
 
+#: Wall-clock keys of a training summary: kept in the stage's metrics, never in a model folder.
+WALL_CLOCK_KEYS = frozenset({"seconds", "runtime_s"})
+
+
+def write_model_summary(path: str | os.PathLike, summary: dict) -> None:
+    """Write a training summary into a model folder (``bootstrap.json``, ``rl.json``) without its
+    wall-clock times: a model folder then holds only what the stage's inputs determine, so its DVC
+    hash is the same whichever machine trained it (the times stay in the stage's metrics file)."""
+    write_json(path, {k: v for k, v in summary.items() if k not in WALL_CLOCK_KEYS})
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write one JSON document atomically (used for metrics files)."""
     path = Path(path)

@@ -20,6 +20,9 @@ DEFAULTS: dict[str, str] = {
     # Prefect's temporary API server (`make run` without a server) gets 20 s to start by default; on 2
     # busy cores it took longer and the campaign failed before its first stage.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    # Flow runs send a heartbeat every 30 s (Prefect's default is 180 s), so the zombie-detection
+    # automation (selfevolve.services) marks the run of a worker that died Crashed within 90 s.
+    "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",
 }
 
 

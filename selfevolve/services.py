@@ -17,6 +17,56 @@ from pathlib import Path
 import httpx
 
 BIN = Path(sys.executable).parent
+#: A stage flow run that sends no heartbeat for this long is marked Crashed (and resubmitted):
+#: three missed heartbeats (runtime_env sets ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` to 30 s).
+ZOMBIE_AFTER_S = 90
+
+
+class ServiceUnreachable(RuntimeError):
+    """A DVC remote or tracking server this machine must reach is not reachable (the message names it)."""
+
+
+def check_dvc_remote(root: str | Path) -> str:
+    """The default DVC remote of the checkout ``root`` must be configured and reachable from this
+    machine (a local folder is created if missing). Returns its URL. Raises ``ServiceUnreachable``
+    naming the remote and the host."""
+    from dvc.repo import Repo
+
+    host = socket.gethostname()
+    with Repo(str(root)) as repo:
+        name = repo.config["core"].get("remote")
+        if not name:
+            raise ServiceUnreachable(f"{host}: no default DVC remote in {root}; add the one the flow and the workers share: "
+                                     "`dvc remote add -d --local NAME URL`")
+        url = repo.config["remote"].get(name, {}).get("url")
+        if not url:
+            raise ServiceUnreachable(f"{host}: DVC remote {name!r} has no url in {root}")
+        try:
+            r = repo.cloud.get_remote(name)
+            if r.fs.protocol in ("local", "file"):
+                Path(r.path).mkdir(parents=True, exist_ok=True)
+            else:
+                r.fs.ls(r.fs.parent(r.path))
+        except Exception as exc:  # any filesystem error means the remote is unreachable from here
+            raise ServiceUnreachable(f"{host} cannot reach DVC remote {name!r} ({url}): {exc}") from exc
+    return str(url)
+
+
+def check_tracking_server(uri: str | None) -> str:
+    """The MLflow tracking server ``uri`` must answer ``/health`` from this machine. Returns it.
+    Raises ``ServiceUnreachable`` naming it, also when ``uri`` is not an http(s) server (a worker
+    never logs to a local store the flow cannot read)."""
+    host = socket.gethostname()
+    if not uri or not uri.startswith(("http://", "https://")):
+        raise ServiceUnreachable(f"{host}: no MLflow tracking server (MLFLOW_TRACKING_URI={uri!r}); set "
+                                 "MLFLOW_TRACKING_URI=http://HOST:PORT of the campaign's server")
+    try:
+        ok = httpx.get(f"{uri.rstrip('/')}/health", timeout=10).status_code == 200
+    except httpx.HTTPError as exc:
+        raise ServiceUnreachable(f"{host} cannot reach the MLflow tracking server {uri}: {exc}") from exc
+    if not ok:
+        raise ServiceUnreachable(f"{host}: the MLflow tracking server {uri} is not healthy (/health)")
+    return uri
 
 
 def free_port() -> int:
@@ -125,21 +175,71 @@ def start_prefect(stack: Stack, root: Path, port: int | None = None, home: Path 
     return api
 
 
-def deploy(stack: Stack, root: Path, pools: tuple[str, ...] = ("cpu", "gpu")) -> None:
-    """Create the process work pools and register every deployment of ``prefect.yaml``."""
-    env = quiet_env({**stack.env, "SELFEVOLVE_ROOT": str(root)})
+#: The process work pools prefect.yaml's deployments use: stages by resource class, and the head
+#: pool where the campaign flow itself runs when submitted to the cluster.
+POOLS = ("cpu", "gpu", "head")
+
+
+def deploy(stack: Stack | None, root: Path, pools: tuple[str, ...] = POOLS, zombie_after_s: float = ZOMBIE_AFTER_S) -> None:
+    """Create the process work pools, register every deployment of ``prefect.yaml`` and the
+    automation that marks a flow run Crashed after ``zombie_after_s`` without a heartbeat (a worker
+    machine that died), against ``stack``'s server or ``PREFECT_API_URL``. Raises ``RuntimeError``
+    with Prefect's output when a step fails."""
+    env = quiet_env({**(stack.env if stack else {}), "SELFEVOLVE_ROOT": str(root)})
     for pool in pools:
-        subprocess.run([str(BIN / "prefect"), "work-pool", "create", pool, "--type", "process", "--overwrite"], env=env, cwd=root,
-                       check=True, capture_output=True)
+        r = subprocess.run([str(BIN / "prefect"), "work-pool", "create", pool, "--type", "process", "--overwrite"], env=env, cwd=root,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"prefect work-pool create {pool} failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     r = subprocess.run([str(BIN / "prefect"), "--no-prompt", "deploy", "--all"], env=env, cwd=root, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"prefect deploy failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    r = subprocess.run([sys.executable, "-c", f"from selfevolve.services import create_zombie_automation as c; c({zombie_after_s})"],
+                       env=env, cwd=root, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"creating the zombie-detection automation failed:\n{r.stderr[-3000:]}")
 
 
-def start_worker(stack: Stack, root: Path, pool: str = "cpu", extra_env: dict | None = None) -> subprocess.Popen:
-    """A Prefect process worker polling ``pool``."""
+ZOMBIE_AUTOMATION = "selfevolve: crash flow runs without heartbeats"
+
+
+def create_zombie_automation(after_s: float = ZOMBIE_AFTER_S) -> None:
+    """Prefect's zombie detection (docs: "Detect zombie flows"): after each heartbeat of a flow run,
+    expect another event of it within ``after_s`` seconds, else mark it Crashed. Replaces an earlier
+    automation of the same name. Uses ``PREFECT_API_URL``."""
+    from datetime import timedelta
+
+    from prefect.automations import Automation
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+
+    try:
+        Automation.read(name=ZOMBIE_AUTOMATION).delete()
+    except ValueError:
+        pass
+    Automation(
+        name=ZOMBIE_AUTOMATION,
+        trigger=EventTrigger(after={"prefect.flow-run.heartbeat"}, expect={"prefect.flow-run.*"},
+                             match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+                             for_each={"prefect.resource.id"}, posture=Posture.Proactive, threshold=1,
+                             within=timedelta(seconds=after_s)),
+        actions=[ChangeFlowRunState(state=StateType.CRASHED, message=f"no heartbeat for {after_s:.0f} s: its worker is gone")],
+    ).create()
+
+
+def worker_args(pool: str, limit: int | None = None, name: str | None = None) -> list[str]:
+    """``prefect worker start`` for a process worker polling ``pool`` (at most ``limit`` runs at once)."""
+    return [str(BIN / "prefect"), "worker", "start", "--pool", pool, "--type", "process",
+            *(["--limit", str(limit)] if limit else []), *(["--name", name] if name else [])]
+
+
+def start_worker(stack: Stack, root: Path, pool: str = "cpu", extra_env: dict | None = None, limit: int | None = None,
+                 name: str | None = None) -> subprocess.Popen:
+    """A Prefect process worker polling ``pool``, running flows in the checkout ``root``; stage
+    workers take ``limit=1`` (one stage per checkout at a time)."""
     env = quiet_env({**stack.env, "SELFEVOLVE_ROOT": str(root), **(extra_env or {})})
-    proc = _spawn([str(BIN / "prefect"), "worker", "start", "--pool", pool, "--type", "process"], env, root,
-                  root / ".services" / f"prefect-worker-{pool}.log")
+    proc = _spawn(worker_args(pool, limit, name), env, root, root / ".services" / f"prefect-worker-{name or pool}.log")
     stack.procs.append(proc)
     return proc

@@ -1,7 +1,7 @@
-"""One Prefect task per registered stage (``selfevolve.stages.registry``). Each reproduces its DVC
-stage with ``dvc repro --single-item``, so a run through Prefect leaves ``dvc.lock`` and the outputs
-exactly as ``dvc repro`` would, and a stage whose inputs did not change is skipped by DVC.
-Transient failures are retried.
+"""The Prefect task that runs a stage here: it reproduces the DVC stage with ``dvc repro
+--single-item``, so a run through Prefect leaves ``dvc.lock`` and the outputs exactly as ``dvc
+repro`` would, and a stage whose inputs did not change is skipped by DVC. Transient failures are
+retried. (``tasks.dispatch`` sends stages to workers instead when ``placement.dispatch: pools``.)
 
 A stage runs as a child process in its own process group; when the flow is cancelled or gets
 SIGTERM/SIGINT, the whole group is stopped, so no stage keeps running behind the flow's back, and
@@ -18,7 +18,6 @@ from pathlib import Path
 
 from prefect import get_run_logger, task
 
-from selfevolve.stages.registry import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,12 +36,13 @@ def _stop_group(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
             continue
 
 
-def run_logged(args: list[str], root: str | Path, what: str) -> None:
-    """Run ``args`` in ``root`` (venv on PATH, own process group), streaming output to the Prefect
-    log. Raises ``RuntimeError`` (with the last lines of output) on a non-zero exit; on any
-    interruption (cancellation, SIGTERM, SIGINT) the child's whole process group is stopped first."""
+def run_logged(args: list[str], root: str | Path, what: str, env: dict | None = None) -> None:
+    """Run ``args`` in ``root`` (venv on PATH, own process group, ``env`` added to this process's
+    environment), streaming output to the Prefect log. Raises ``RuntimeError`` (with the last lines
+    of output) on a non-zero exit; on any interruption (cancellation, SIGTERM, SIGINT) the child's
+    whole process group is stopped first."""
     logger = get_run_logger()
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("DVC_NO_ANALYTICS", "1")
     proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -62,26 +62,18 @@ def run_logged(args: list[str], root: str | Path, what: str) -> None:
         raise RuntimeError(f"{what} failed (exit {code}):\n" + "\n".join(tail))
 
 
-def reproduce(stage_id: str, root: str | Path = ROOT) -> str:
-    """``dvc repro --single-item <stage_id>`` in ``root`` (skipped by DVC when nothing changed)."""
-    run_logged([sys.executable, "-m", "dvc", "repro", "--single-item", stage_id], root, f"stage {stage_id}")
+def reproduce(stage_id: str, root: str | Path = ROOT, pull: bool = False, env: dict | None = None) -> str:
+    """``dvc repro --single-item <stage_id>`` in ``root`` (skipped by DVC when nothing changed); with
+    ``pull``, missing dependencies and run-cache entries come from the DVC remote first."""
+    args = [sys.executable, "-m", "dvc", "repro", "--single-item", stage_id] + (["--pull"] if pull else [])
+    run_logged(args, root, f"stage {stage_id}", env=env)
     return stage_id
 
 
-def _stage_task(name: str, per_cycle: bool):
-    @task(name=name, retries=1, retry_delay_seconds=5, task_run_name=name + ("[{cycle}]" if per_cycle else ""))
-    def run(cycle: str | None = None, root: str = str(ROOT)) -> str:
-        return reproduce(f"{name}@{cycle}" if per_cycle else name, root)
-
-    run.__doc__ = f"Reproduce the DVC stage '{name}'" + (" for one cycle." if per_cycle else ".")
-    return run
-
-
-#: stage name -> Prefect task, for every registered stage.
-TASKS = {s.name: _stage_task(s.name, s.per_cycle) for s in STAGES}
-#: the tasks before the first cycle and those of one cycle, in DAG order.
-BASE_TASKS = [TASKS[s.name] for s in STAGES if not s.per_cycle]
-CYCLE_TASKS = [TASKS[s.name] for s in STAGES if s.per_cycle]
+@task(name="stage", retries=1, retry_delay_seconds=5, task_run_name="{stage_id}")
+def stage(stage_id: str, root: str = str(ROOT)) -> str:
+    """Reproduce one DVC stage (``seeds``, ``solve@c1``, ``solve_shard_0@c1``) in ``root``."""
+    return reproduce(stage_id, root)
 
 
 @task(name="report", retries=1, retry_delay_seconds=5)

@@ -156,8 +156,8 @@ def test_registry_paths_params_commands_and_tasks_agree():
     from selfevolve.cli import app
     from selfevolve.config import Params
     from selfevolve.paths import CyclePaths
+    from selfevolve.stages.placement import stage_runs
     from selfevolve.stages.registry import STAGES
-    from tasks.stages import TASKS
 
     params = Params().model_dump(mode="json")
     for s in STAGES:
@@ -173,9 +173,11 @@ def test_registry_paths_params_commands_and_tasks_agree():
             assert hasattr(CyclePaths(Path("."), "x"), name), (s.name, name)
     commands = set(get_command(app).commands)
     assert {s.cli_name for s in STAGES} <= commands
-    assert list(TASKS) == [s.name for s in STAGES]
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
     assert list(dvc["stages"]) == [s.name for s in STAGES]
+    # the stage runs the flows dispatch are DVC's stages, in the registry's order
+    runs = stage_runs(Params(), ["c1"])
+    assert [r.group for r in runs] == [s.name for s in STAGES] and runs[-1].id == "evaluate@c1"
 
 
 @pytest.mark.parametrize("name", ["verify", "rewards", "train_rl", "solve"])

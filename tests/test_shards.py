@@ -94,6 +94,8 @@ def test_the_shard_runs_and_merge_are_dag_stages_with_their_upstream():
     assert runs["solve_shard_0@c1"].outs == ("data/cycles/c1/shards/attempts.0-of-2.jsonl",)
     assert runs["verify_shard_2@c1"].upstream == ("plan@c1", "solve@c1")
     assert runs["rewards@c1"].upstream[-1] == "verify@c1" and "verify_shard_0@c1" not in runs["rewards@c1"].upstream
+    assert "mass_search@c1" in runs["datasets@c1"].upstream  # its dep is a file inside the search's output folder
+    assert {"train_sft@c1", "mass_search@c1", "evaluate_base"} <= set(runs["evaluate@c1"].upstream)
     order = list(runs)
     assert all(order.index(u) < order.index(r) for r in runs for u in runs[r].upstream)
 

@@ -1,5 +1,6 @@
 """The ``selfevolve`` command line: one subcommand per stage (what ``dvc.yaml`` runs and the Prefect
-tasks reproduce) plus tools (evaluate, report, grade, serve, summary, stack, preset, dvc-yaml).
+tasks reproduce) plus tools (evaluate, report, grade, serve, summary, stack, preset, dvc-yaml) and the cluster's
+(deploy, worker).
 
 The app is assembled here from the command functions of the modules beside this one; none of them
 registers itself on import. Heavy imports happen inside the commands, so ``selfevolve --help`` is
@@ -14,7 +15,7 @@ apply_defaults()
 
 import typer  # noqa: E402
 
-from selfevolve.cli import evaluate, grade, serve, stages  # noqa: E402
+from selfevolve.cli import cluster, evaluate, grade, serve, stages  # noqa: E402
 
 app = typer.Typer(
     help="Self-evolution cycles for a language model: SAGE roles, MASS workflow search, verifiers, "
@@ -32,6 +33,8 @@ app.command("stack", rich_help_panel="Campaign")(stages.stack)
 app.command("preset", rich_help_panel="Campaign")(stages.preset)
 app.command("dvc-yaml", rich_help_panel="Campaign")(stages.dvc_yaml)
 app.command("ui", rich_help_panel="Campaign")(stages.ui)
+app.command("deploy", rich_help_panel="Cluster")(cluster.deploy)
+app.command("worker", rich_help_panel="Cluster")(cluster.worker)
 app.command("screenshots", rich_help_panel="Campaign")(stages.screenshots)
 app.command("grade", rich_help_panel="Tools")(grade.grade)
 app.command("serve", rich_help_panel="Tools")(serve.serve)

@@ -3,6 +3,7 @@ runs) and the campaign commands (``summary``, ``stack``, ``preset``, ``dvc-yaml`
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -20,6 +21,12 @@ def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay:
     from selfevolve.stages.shards import Shard
 
     p = load_params_or_fail(params, overlay)
+    from selfevolve.stages.placement import RESTORE_ONLY_ENV
+
+    restoring = os.environ.get(RESTORE_ONLY_ENV)
+    if restoring:  # set by the campaign flow while it restores a worker's result (tasks/dispatch.py)
+        fail(f"stage {restoring} was about to be recomputed while restoring a worker's result: its run-cache entry is "
+             "not on the DVC remote (did the worker push it? do the flow and the worker share the default remote?)")
     if stage.per_cycle:
         if not cycle:
             fail(f"stage '{stage.name}' runs per cycle: give --cycle (one of {p.cycle_names()})")

@@ -14,13 +14,13 @@ Deterministic for a given ``params.seed`` (single-threaded data order, seeded in
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from statistics import fmean
 
 from selfevolve.config import Params
+from selfevolve.records import write_model_summary
 
 log = logging.getLogger(__name__)
 
@@ -94,5 +94,5 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None) -> t
         "loss_curve": [r for r in curve if r["step"] % every == 0],
         "seconds": round(time.time() - t0, 2),
     }
-    (out_dir / "bootstrap.json").write_text(json.dumps(summary, indent=2))
+    write_model_summary(out_dir / "bootstrap.json", summary)
     return summary, rows

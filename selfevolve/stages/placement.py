@@ -24,6 +24,11 @@ from selfevolve.stages.registry import STAGES, Stage
 from selfevolve.stages.shards import Shard, part_path
 
 
+#: Set by the campaign flow while it restores a worker's result from the run-cache: a stage command
+#: that finds it refuses to compute (the result must come from the remote, not be made twice).
+RESTORE_ONLY_ENV = "SELFEVOLVE_RESTORE_ONLY"
+
+
 @dataclass(frozen=True)
 class StageRun:
     """One DVC stage of the campaign: ``id`` is its address (``seeds``, ``solve@c1``,
@@ -48,6 +53,15 @@ class StageRun:
 def _resolve(spec: str, cycle: str, init: str) -> str:
     which, attr = spec.split(".", 1)
     return getattr(CyclePaths(Path("."), {"cycle": cycle, "init": init, "base": "base"}[which]), attr).as_posix()
+
+
+def _maker(made_by: dict[str, str], path: str) -> str | None:
+    """The run whose output is ``path`` or a folder holding it."""
+    p = Path(path)
+    for cand in (p, *p.parents):
+        if cand.as_posix() in made_by:
+            return made_by[cand.as_posix()]
+    return None
 
 
 def expand(stage: Stage, shards: int) -> list[tuple[Shard | None, int]]:
@@ -92,7 +106,7 @@ def stage_runs(params: Params, cycles: list[str] | None = None) -> list[StageRun
                     rid += f"@{cycle}"
                 r_deps = [part_path(Path(o), k, merge).as_posix() for o in outs for k in range(merge)] if merge else deps
                 r_outs = [part_path(Path(o), shard.index, shard.count).as_posix() for o in outs] if shard else outs
-                upstream = sorted({made_by[d] for d in r_deps if d in made_by})
+                upstream = sorted({rid for d in r_deps for rid in [_maker(made_by, d)] if rid})
                 runs.append(StageRun(rid, stage, cycle, shard, merge, tuple(r_deps), tuple(r_outs), tuple(upstream)))
                 for o in r_outs:
                     made_by[o] = rid

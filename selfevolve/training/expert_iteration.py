@@ -29,14 +29,13 @@ fresh AdamW, ``rl.warmup_steps`` of linear warm-up, constant rate, cosine decay 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
 from pathlib import Path
 
 from selfevolve.config import Params
-from selfevolve.records import Rollout
+from selfevolve.records import Rollout, write_model_summary
 from selfevolve.training.loop import fit
 from selfevolve.training.rl import CheckpointSelector, Validate, load_policy, save_policy
 
@@ -92,7 +91,7 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
         save_policy(model, tok, out_dir)
         summary = {"trained": False, "steps": 0, **counts,
                    "reason": "rl.steps = 0" if rl.steps == 0 else "no verified self-labels and no rollouts of other roles"}
-        (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
+        write_model_summary(out_dir / "rl.json", summary)
         return summary
     n_labels, n_replay, n_others = batch_plan(rl.batch_size, bool(labels), bool(replay), bool(better), rl.replay_fraction,
                                               rl.other_roles_fraction)
@@ -121,5 +120,5 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
                "initial_val_accuracy": select.curve[0]["accuracy"], "final_val_accuracy": entry["accuracy"],
                "final_val_p_vs_start": entry["p_vs_start"], "val_curve": select.curve, "loss_curve": loss_curve,
                "seconds": round(time.time() - t0, 2)}
-    (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
+    write_model_summary(out_dir / "rl.json", summary)
     return summary

@@ -26,7 +26,6 @@ stayed within noise of the start: the average buys stability, not accuracy).
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from selfevolve.config import LoraParams, Params
-from selfevolve.records import Question, Rollout
+from selfevolve.records import Question, Rollout, write_model_summary
 
 Validate = Callable[[object, object], list[int]]
 """``validate(model, tokenizer) -> [0/1 per validation question]``: greedy correctness of a model
@@ -277,7 +276,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate:
     if not rollouts or rl.steps == 0:
         save_policy(model, tok, out_dir)
         summary = {"trained": False, "reason": "no rollouts with reward spread" if not rollouts else "rl.steps = 0", "steps": 0}
-        (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
+        write_model_summary(out_dir / "rl.json", summary)
         return summary
 
     # Behaviour (= reference) log-probs, computed once with the model that generated the rollouts.
@@ -309,7 +308,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate:
     summary = {"trained": True, "algorithm": "reinforce_pp", "steps": rl.steps, "rollouts": len(rollouts), "best_step": best_step,
                "best_val_accuracy": best_acc, "initial_val_accuracy": val_curve[0]["accuracy"], "val_curve": val_curve,
                "loss_curve": loss_curve, "seconds": round(time.time() - t0, 2)}
-    (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
+    write_model_summary(out_dir / "rl.json", summary)
     return summary
 
 
@@ -377,5 +376,5 @@ def train_grpo(model_dir: str | Path, questions: list[Question], validate: Valid
     summary = {"trained": True, "algorithm": "grpo", "steps": rl.steps, "best_step": select.best_step,
                "best_val_accuracy": select.best_accuracy, "initial_val_accuracy": select.curve[0]["accuracy"],
                "val_curve": select.curve, "seconds": round(time.time() - t0, 2)}
-    (out_dir / "rl.json").write_text(json.dumps(summary, indent=2))
+    write_model_summary(out_dir / "rl.json", summary)
     return summary

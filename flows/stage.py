@@ -1,0 +1,24 @@
+"""The stage flow: one DVC stage on a worker (``tasks.worker.run_stage``). The campaign flow sends
+each stage to the deployment ``stage/<pool>`` of its work pool when ``placement.dispatch: pools``;
+the worker runs it in its own checkout (``SELFEVOLVE_ROOT``)."""
+
+from __future__ import annotations
+
+import os
+
+from prefect import flow, get_run_logger
+
+from tasks.stages import ROOT
+
+
+@flow(name="stage", log_prints=True)  # the run is named by the dispatcher: <stage id>#<attempt>
+def stage(stage_id: str, commit: str, lock: str = "", deps: list[str] | None = None, tracking_uri: str | None = None) -> dict:
+    """Reproduce ``stage_id`` at ``commit`` with the flow's ``lock`` (dvc.lock text), pulling ``deps``
+    from the DVC remote and pushing the outputs and run-cache back. Raises ``tasks.worker.WorkerError``
+    when the remote, the tracking server or the commit cannot be reached."""
+    from tasks.worker import run_stage
+
+    root = os.environ.get("SELFEVOLVE_ROOT", str(ROOT))
+    out = run_stage(root, stage_id, commit, lock, deps or [], tracking_uri)
+    get_run_logger().info("stage %s done on %s in %s", stage_id, out["host"], out["checkout"])
+    return out
