@@ -61,6 +61,17 @@ def _logs(*roots: Path) -> str:
     return "\n".join(out)
 
 
+def _worker(stack: services.Stack, root: Path, pool: str, env: dict) -> subprocess.Popen:
+    """`selfevolve worker --pool POOL` in ``root``, as the README starts one on each machine."""
+    (root / ".services").mkdir(exist_ok=True)
+    log = open(root / ".services" / f"worker-{pool}.log", "ab")
+    proc = subprocess.Popen([str(BIN / "selfevolve"), "worker", "--pool", pool, "--root", str(root), "--name", f"{pool}-{root.name}"],
+                            cwd=root, env=services.quiet_env({**stack.env, **env}), stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    stack.procs.append(proc)
+    return proc
+
+
 def _reference(ref: Path, target: str) -> None:
     dvc(ref, "repro", target, env=services.quiet_env())
 
@@ -83,12 +94,13 @@ def cluster(tmp_path_factory):
     with services.Stack() as stack:
         mlflow = services.start_mlflow(stack, head, store=base / "mlflow-server")
         api = services.start_prefect(stack, head, home=base / "prefect-home")
-        services.deploy(stack, head, zombie_after_s=ZOMBIE_AFTER_S)
         tracking = {"MLFLOW_TRACKING_URI": mlflow}
-        services.start_worker(stack, head, "head", extra_env=tracking, name="head")
-        services.start_worker(stack, gpu1, "gpu", extra_env=tracking, limit=1, name="gpu1")
-        services.start_worker(stack, cpu1, "cpu", extra_env=tracking, limit=1, name="cpu1")
         env = services.quiet_env({**stack.env, **tracking})
+        r = subprocess.run([str(BIN / "selfevolve"), "deploy", "--root", str(head), "--zombie-after", str(ZOMBIE_AFTER_S)], env=env,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        for root, pool in ((head, "head"), (gpu1, "gpu"), (cpu1, "cpu")):
+            _worker(stack, root, pool, tracking)
         ref_c1.start()
         t0 = time.time()
         r = _campaign(env, head, 1)
@@ -157,7 +169,7 @@ def _kill_machine(pid: int) -> list[int]:
 def test_a_worker_killed_mid_stage_costs_only_that_stage(cluster):
     head, api = cluster["head"], cluster["api"]
     gpu2 = _clone(head, cluster["base"] / "gpu2", cluster["remote"])
-    second = services.start_worker(cluster["stack"], gpu2, "gpu", extra_env=cluster["tracking"], limit=1, name="gpu2")
+    second = _worker(cluster["stack"], gpu2, "gpu", cluster["tracking"])
     ref_c2 = threading.Thread(target=_reference, args=(cluster["ref"], "evaluate@c2"))
     ref_c2.start()
     before = {r["id"] for r in _flow_runs(api, "stage")}
