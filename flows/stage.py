@@ -14,8 +14,9 @@ from tasks.stages import ROOT
 @flow(name="stage", log_prints=True)  # the run is named by the dispatcher: <stage id>#<attempt>
 def stage(stage_id: str, commit: str, lock: str = "", deps: list[str] | None = None, tracking_uri: str | None = None) -> dict:
     """Reproduce ``stage_id`` at ``commit`` with the flow's ``lock`` (dvc.lock text), pulling ``deps``
-    from the DVC remote and pushing the outputs and run-cache back. Raises ``tasks.worker.WorkerError``
-    when the remote, the tracking server or the commit cannot be reached."""
+    from the DVC remote and pushing the outputs and run-cache back. Raises
+    ``selfevolve.services.ServiceUnreachable`` naming the DVC remote or tracking server it cannot
+    reach, ``tasks.worker.WorkerError`` for a commit it cannot find, ``RuntimeError`` when a DVC step fails."""
     from tasks.worker import run_stage
 
     root = os.environ.get("SELFEVOLVE_ROOT", str(ROOT))

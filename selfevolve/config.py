@@ -292,9 +292,6 @@ class PlacementParams(_Section):
             raise ValueError(f"shard counts must be 1..256, got {bad}")
         return shards
 
-    def shard_count(self, stage: str) -> int:
-        return self.shards.get(stage, 1)  # type: ignore[call-overload]
-
 
 class CycleSpec(_Section):
     init: str = Field(description="'base' or the name of an earlier cycle whose model this cycle starts from")

@@ -235,11 +235,10 @@ def worker_args(pool: str, limit: int | None = None, name: str | None = None) ->
             *(["--limit", str(limit)] if limit else []), *(["--name", name] if name else [])]
 
 
-def start_worker(stack: Stack, root: Path, pool: str = "cpu", extra_env: dict | None = None, limit: int | None = None,
-                 name: str | None = None) -> subprocess.Popen:
-    """A Prefect process worker polling ``pool``, running flows in the checkout ``root``; stage
-    workers take ``limit=1`` (one stage per checkout at a time)."""
+def start_worker(stack: Stack, root: Path, pool: str = "cpu", extra_env: dict | None = None) -> subprocess.Popen:
+    """A Prefect process worker polling ``pool``, running flows in the checkout ``root`` (cluster
+    workers are started with ``selfevolve worker``, one stage at a time)."""
     env = quiet_env({**stack.env, "SELFEVOLVE_ROOT": str(root), **(extra_env or {})})
-    proc = _spawn(worker_args(pool, limit, name), env, root, root / ".services" / f"prefect-worker-{name or pool}.log")
+    proc = _spawn(worker_args(pool), env, root, root / ".services" / f"prefect-worker-{pool}.log")
     stack.procs.append(proc)
     return proc

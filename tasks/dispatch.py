@@ -17,8 +17,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -38,10 +40,10 @@ STAGE_FLOW = "stage"
 def check_dvc_yaml(root: str | Path, params: Params) -> None:
     """``dvc.yaml`` must be what the registry generates for these shard counts. Raises ``ValueError``
     with the fix otherwise (the stages the flow would run would not be DVC's)."""
-    from selfevolve.stages.dvc_yaml import render
+    from selfevolve.stages.dvc_yaml import is_current
 
     path = Path(root) / "dvc.yaml"
-    if not path.is_file() or path.read_text(encoding="utf-8") != render(shard_counts(params)):
+    if not is_current(path, shard_counts(params)):
         raise ValueError(f"{path} does not match params.yaml placement.shards and the stage registry: run "
                          "`selfevolve dvc-yaml` (and commit dvc.yaml when the stages run on workers)")
 
@@ -64,9 +66,6 @@ def workspace_commit(root: str | Path) -> str:
 
 def up_to_date(root: str | Path, stage_id: str) -> bool:
     """Whether ``dvc status`` finds ``stage_id`` unchanged in ``root`` (outputs present and matching)."""
-    import json
-    import sys
-
     r = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", stage_id], cwd=root, capture_output=True, text=True)
     return r.returncode == 0 and json.loads(r.stdout or "{}") == {}
 
@@ -95,7 +94,7 @@ def remote_stage(stage_id: str, pool: str, deps: list[str], commit: str, root: s
         state = run.state
         if state is not None and state.is_completed():
             break
-        if state is not None and (state.is_crashed() or state.name == "Crashed") and attempt < attempts:
+        if state is not None and state.is_crashed() and attempt < attempts:
             logger.warning("%s crashed on its worker (%s): submitting it again to pool %s (attempt %d of %d)", stage_id,
                            state.message, pool, attempt + 1, attempts)
             continue

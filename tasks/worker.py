@@ -49,7 +49,10 @@ def checkout(root: Path, commit: str, lock: str) -> None:
             raise WorkerError(f"commit {commit[:12]} is not in {root} nor on its origin {origin} "
                               f"({fetched.stderr.strip()[-300:] or 'fetched'}): push it where the workers clone from")
     _git(root, "checkout", "--quiet", "--force", "--detach", commit)
-    (root / "dvc.lock").write_text(lock, encoding="utf-8") if lock else (root / "dvc.lock").unlink(missing_ok=True)
+    if lock:
+        (root / "dvc.lock").write_text(lock, encoding="utf-8")
+    else:
+        (root / "dvc.lock").unlink(missing_ok=True)
 
 
 def run_stage(root: Path, stage_id: str, commit: str, lock: str, deps: list[str], tracking_uri: str | None = None) -> dict:

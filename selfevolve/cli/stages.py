@@ -141,13 +141,12 @@ def dvc_yaml(
         shards = shard_counts(load_params_or_fail(params))
     except ValueError as exc:
         fail(str(exc))
-    text = gen.render(shards)
     if check:
-        if not out.is_file() or out.read_text(encoding="utf-8") != text:
+        if not gen.is_current(out, shards):
             fail(f"{out} is not what the stage registry generates: run `selfevolve dvc-yaml`", code=1)
         typer.echo(f"{out} is up to date")
         return
-    out.write_text(text, encoding="utf-8")
+    gen.write(out, shards)
     typer.echo(f"wrote {out} ({sum(1 for _ in STAGES)} stages)")
 
 

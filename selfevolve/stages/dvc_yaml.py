@@ -29,7 +29,7 @@ import yaml
 from selfevolve.paths import CyclePaths
 from selfevolve.stages.placement import expand
 from selfevolve.stages.registry import STAGES, Stage
-from selfevolve.stages.shards import Shard, part_path
+from selfevolve.stages.shards import Shard, all_parts, shard_name
 
 PACKAGE = "selfevolve"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -190,21 +190,19 @@ def stage_entry(stage: Stage, shard: Shard | None = None, merge: int = 0) -> dic
     cmd = f"selfevolve {stage.cli_name}" + (f" --cycle {cycle}" if stage.per_cycle or stage.fixed_cycle else "")
     outs = [_path(o, stage.per_cycle) for o in stage.outs]
     deps = [_path(d, stage.per_cycle) for d in stage.deps]
-    metrics = stage.metrics_file
     if shard is not None:
         cmd += f" --shard {shard.index}/{shard.count}"
-        outs = [part_path(Path(o), shard.index, shard.count).as_posix() for o in outs]
-        metrics += f"_{shard.label}"
+        outs = shard.parts(outs)
     elif merge:
         cmd += f" --merge {merge}"
-        deps = [part_path(Path(o), k, merge).as_posix() for o in outs for k in range(merge)]
+        deps = all_parts(outs, merge)
     entry = {
         "cmd": cmd,
         "deps": deps + code_deps(stage),
         "params": [] if merge else list(stage.params),
         "outs": outs,
         # Metrics are cached like any output, so `dvc push` carries them to a second clone.
-        "metrics": [CyclePaths(Path("."), cycle).metrics(metrics).as_posix()],
+        "metrics": [CyclePaths(Path("."), cycle).metrics(shard_name(stage.metrics_file, shard)).as_posix()],
     }
     for key in ("deps", "params"):
         if not entry[key]:
@@ -229,9 +227,15 @@ def render(shards: dict[str, int] | None = None) -> str:
     stages = {}
     for st in STAGES:
         for shard, merge in expand(st, (shards or {}).get(st.name, 1)):
-            stages[f"{st.name}_{shard.label}" if shard else st.name] = stage_entry(st, shard, merge)
+            stages[shard_name(st.name, shard)] = stage_entry(st, shard, merge)
     doc = {"stages": stages, "plots": DVC_PLOTS}
     return HEADER + yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def is_current(path: str | Path, shards: dict[str, int] | None = None) -> bool:
+    """Whether the file at ``path`` is what :func:`render` generates for ``shards``."""
+    path = Path(path)
+    return path.is_file() and path.read_text(encoding="utf-8") == render(shards)
 
 
 def write(path: str | Path = REPO_ROOT / "dvc.yaml", shards: dict[str, int] | None = None) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 from selfevolve.config import Params
 from selfevolve.paths import CyclePaths
 from selfevolve.stages.registry import STAGES, Stage
-from selfevolve.stages.shards import Shard, part_path
+from selfevolve.stages.shards import Shard, all_parts, shard_name
 
 
 #: Set by the campaign flow while it restores a worker's result from the run-cache: a stage command
@@ -47,7 +47,7 @@ class StageRun:
     @property
     def group(self) -> str:
         """The ``dvc.yaml`` entry name: the stage's, or ``<stage>_shard_K`` for a shard."""
-        return f"{self.stage.name}_{self.shard.label}" if self.shard else self.stage.name
+        return shard_name(self.stage.name, self.shard)
 
 
 def _resolve(spec: str, cycle: str, init: str) -> str:
@@ -101,12 +101,10 @@ def stage_runs(params: Params, cycles: list[str] | None = None) -> list[StageRun
             deps = [_resolve(d, cycle, init) for d in stage.deps]
             outs = [_resolve(o, cycle, init) for o in stage.outs]
             for shard, merge in expand(stage, shards.get(stage.name, 1)):
-                rid = f"{stage.name}_{shard.label}" if shard else stage.name
-                if stage.per_cycle:
-                    rid += f"@{cycle}"
-                r_deps = [part_path(Path(o), k, merge).as_posix() for o in outs for k in range(merge)] if merge else deps
-                r_outs = [part_path(Path(o), shard.index, shard.count).as_posix() for o in outs] if shard else outs
-                upstream = sorted({rid for d in r_deps for rid in [_maker(made_by, d)] if rid})
+                rid = shard_name(stage.name, shard) + (f"@{cycle}" if stage.per_cycle else "")
+                r_deps = all_parts(outs, merge) if merge else deps
+                r_outs = shard.parts(outs) if shard else outs
+                upstream = sorted({maker for d in r_deps if (maker := _maker(made_by, d))})
                 runs.append(StageRun(rid, stage, cycle, shard, merge, tuple(r_deps), tuple(r_outs), tuple(upstream)))
                 for o in r_outs:
                     made_by[o] = rid

@@ -16,7 +16,7 @@ from selfevolve.config import Params, load_params
 from selfevolve.records import write_json
 from selfevolve.stages.context import StageContext
 from selfevolve.stages.registry import Stage, get
-from selfevolve.stages.shards import Shard
+from selfevolve.stages.shards import Shard, shard_name
 
 log = logging.getLogger("selfevolve")
 
@@ -52,8 +52,7 @@ def execute(stage: Stage, params: Params, cycle: str | None = None, root: str | 
 
     cycle = stage.cycle_of(cycle)
     ctx = StageContext(params, cycle, Path(root), shard=shard, merge=merge)
-    name = f"{stage.name}_{shard.label}" if shard else stage.name
-    metrics_file = f"{stage.metrics_file}_{shard.label}" if shard else stage.metrics_file
+    name, metrics_file = shard_name(stage.name, shard), shard_name(stage.metrics_file, shard)
     t0 = time.time()
     log.info("stage %s%s started", name, f" (cycle {cycle})" if stage.per_cycle else "")
     if track:

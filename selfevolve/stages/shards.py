@@ -52,14 +52,25 @@ class Shard:
         """Where this shard writes its part of ``out``: ``<out's folder>/shards/<stem>.K-of-N<suffix>``."""
         return part_path(out, self.index, self.count)
 
-    @property
-    def label(self) -> str:
-        """``shard_K`` (the DVC stage suffix, the MLflow run and the metrics file)."""
-        return f"shard_{self.index}"
+    def parts(self, outs: Sequence[str]) -> list[str]:
+        """This shard's part of each of ``outs`` (project-relative POSIX paths)."""
+        return [self.part(Path(o)).as_posix() for o in outs]
 
 
 def part_path(out: Path, index: int, count: int) -> Path:
+    """Shard ``index`` of ``count``'s part of ``out``: ``<out's folder>/shards/<stem>.K-of-N<suffix>``."""
     return Path(out).parent / "shards" / f"{Path(out).stem}.{index}-of-{count}{Path(out).suffix}"
+
+
+def all_parts(outs: Sequence[str], count: int) -> list[str]:
+    """Every shard's part of each of ``outs``: what the merge of ``count`` shards reads."""
+    return [part_path(Path(o), k, count).as_posix() for o in outs for k in range(count)]
+
+
+def shard_name(name: str, shard: Shard | None) -> str:
+    """``name`` (a stage, or its metrics file) for the unsharded or merge run, ``<name>_shard_K`` for
+    shard K: the DVC stage, the MLflow run and the metrics file of a shard."""
+    return f"{name}_shard_{shard.index}" if shard else name
 
 
 def merge_parts(out: Path, count: int) -> None:
