@@ -93,6 +93,9 @@ class ArithParams(_Section):
     foothold_short: int = Field(2, ge=1, le=10, description="the short operand of a foothold has up to this many digits")
     frontier_levels: list[int] = Field(default_factory=lambda: [4], min_length=1, description="held-out frontier: "
                                        "two-operand forms of these levels with more digits than foothold_short in the shorter operand")
+    reach_levels: list[int] = Field(default_factory=lambda: [5, 6], description="held-out rungs beyond the frontier (split "
+                                    "'beyond', never supervised): the same kind of forms at these levels; they measure how far "
+                                    "a campaign reaches (heldout_reach_50 / heldout_reach_90)")
 
     @model_validator(mode="after")
     def _frontier_beyond_seed(self) -> "ArithParams":
@@ -104,6 +107,9 @@ class ArithParams(_Section):
             raise ValueError("seeds.arith.foothold_digits must be between 2 and 40")
         if self.foothold_short >= min(self.frontier_levels):
             raise ValueError("seeds.arith.foothold_short must be below every frontier level")
+        if any(lv <= max(self.frontier_levels) or lv > 40 for lv in self.reach_levels):
+            raise ValueError(f"seeds.arith.reach_levels {self.reach_levels} must be above every frontier level "
+                             f"({max(self.frontier_levels)}) and at most 40")
         return self
 
 
@@ -208,8 +214,14 @@ class RLParams(_Section):
     grpo_num_generations: int = Field(4, ge=2)
     eval_every: int = Field(20, ge=1, description="reinforce_pp/grpo: steps between validation checks")
     eval_questions: int = Field(1000, ge=1, description="validation questions (balanced over the validation splits)")
-    select_p: float = Field(0.05, gt=0.0, le=1.0, description="a trained model replaces the starting one only if its validation "
-                            "gain has exact McNemar p below this divided by the number of checks (1.0 = plain best accuracy)")
+    selection: Literal["progress", "significant"] = Field("progress", description="which checkpoint a cycle keeps: progress = "
+                                                          "the trained model unless it lost accuracy on the levels being moved "
+                                                          "(frontier, rungs beyond) or more than retention_tolerance on the seed "
+                                                          "forms; significant = only a significant validation gain (select_p)")
+    retention_tolerance: float = Field(0.01, ge=0.0, le=1.0, description="progress: seed-form validation accuracy a kept "
+                                       "checkpoint may lose against the starting model")
+    select_p: float = Field(0.05, gt=0.0, le=1.0, description="significant: a trained model replaces the starting one only if its "
+                            "validation gain has exact McNemar p below this divided by the number of checks (1.0 = plain best accuracy)")
     skip_no_spread: bool = True
 
     @model_validator(mode="after")

@@ -29,7 +29,8 @@ TAG_PID, TAG_HOST = "selfevolve.pid", "selfevolve.host"
 EXPERIMENT_KIND = "mlflow.experimentKind"
 #: Metrics shown first when comparing the cycles (``selfevolve ui`` puts them in the runs table).
 SHARED_VIEW_TAG, CYCLES_VIEW = "mlflow.sharedViewState.", "selfevolve-cycles"
-HEADLINE_METRICS = ("heldout_frontier_accuracy", "heldout_seed_accuracy", "heldout_frontier_p_vs_base", "pool_growth",
+HEADLINE_METRICS = ("heldout_frontier_accuracy", "heldout_beyond_accuracy", "heldout_reach_50", "heldout_seed_accuracy",
+                    "heldout_frontier_p_vs_base", "pool_growth",
                     "self_labels", "best_val_accuracy")
 
 

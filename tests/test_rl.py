@@ -126,7 +126,9 @@ def test_checkpoint_selection_takes_only_significant_validation_gains():
     big = [1] * 70 + [0] * 30
     outcomes = iter([start, noise, big, [1] * 71 + [0] * 29])
     model = torch.nn.Linear(2, 1)
-    sel = rl.CheckpointSelector(model, None, lambda m, tok: next(outcomes), Params())
+    sig = Params()
+    sig.rl.selection = "significant"
+    sel = rl.CheckpointSelector(model, None, lambda m, tok: next(outcomes), sig)
     for step in (0, 10, 20):
         with torch.no_grad():
             model.weight.fill_(float(step))
@@ -137,7 +139,7 @@ def test_checkpoint_selection_takes_only_significant_validation_gains():
     assert sel.best_step == 30
 
     params = Params()
-    params.rl.select_p = 1.0
+    params.rl.selection, params.rl.select_p = "significant", 1.0
     seq = iter([start, noise])
     plain = rl.CheckpointSelector(model, None, lambda m, tok: next(seq), params)
     plain.check(0)
@@ -154,6 +156,7 @@ def test_checkpoint_selection_corrects_for_the_number_of_checks():
     model = torch.nn.Linear(2, 1)
     for steps, gain, taken in ((80, 7, False), (80, 8, True), (20, 7, True)):
         params = Params()
+        params.rl.selection = "significant"
         params.rl.steps, params.rl.eval_every = steps, 20
         seq = iter([start, [1] * (50 + gain) + [0] * (50 - gain)])
         sel = rl.CheckpointSelector(model, None, lambda m, tok, seq=seq: next(seq), params)
@@ -228,3 +231,34 @@ def test_train_reinforce_pp_keeps_the_weight_average_not_the_last_update(tiny_mo
     avg, raw = made["avg"].module.state_dict(), made["raw"]
     name = next(k for k, v in raw.items() if v.is_floating_point() and not torch.equal(v, avg[k]))
     assert torch.allclose(saved[name], avg[name]) and not torch.allclose(saved[name], raw[name])
+
+
+def test_progress_selection_keeps_training_unless_the_moving_levels_or_retention_fall():
+    """``progress``: 100 validation questions, the first 50 seed forms (retention), the rest the
+    levels being moved. A +1 on the moving levels is kept (no significance needed: continued
+    training); a moving drop is refused; a moving gain that costs 2 seed-form points is refused at
+    a 1-point tolerance and kept at a 2-point one."""
+    import torch
+
+    retention = tuple([True] * 50 + [False] * 50)
+    start = [1] * 49 + [0] + [1] * 10 + [0] * 40          # seed 0.98, moving 0.20
+
+    def run(candidate, tolerance=0.01):
+        seq = iter([start, candidate])
+        params = Params()
+        params.rl.retention_tolerance = tolerance
+        sel = rl.CheckpointSelector(torch.nn.Linear(2, 1), None, rl.Validation(lambda m, tok: next(seq), retention), params)
+        sel.check(0)
+        sel.check(10)
+        return sel
+
+    small_gain = [1] * 49 + [0] + [1] * 11 + [0] * 39
+    kept = run(small_gain)
+    assert kept.best_step == 10
+    assert kept.curve[1]["moving_accuracy"] == 0.22 and kept.curve[1]["retention_accuracy"] == 0.98
+    assert run([1] * 49 + [0] + [1] * 9 + [0] * 41).best_step == 0         # moving 0.20 -> 0.18
+    costly = [1] * 48 + [0] * 2 + [1] * 30 + [0] * 20                       # moving 0.60, seed 0.98 -> 0.96
+    assert run(costly).best_step == 0 and run(costly, tolerance=0.02).best_step == 10
+    assert rl.progress_kept(start, small_gain, retention, 0.01) and not rl.progress_kept(start, costly, retention, 0.01)
+    # without retention flags every question counts as moving and the guard is off
+    assert rl.progress_kept([0, 1], [1, 1], (), 0.0) and not rl.progress_kept([1, 1], [0, 1], (), 0.0)

@@ -64,6 +64,17 @@ def test_split_metrics_and_mcnemar_against_base():
     assert m["heldout_frontier_gain_vs_base"] == 0.6 and m["heldout_frontier_p_vs_base"] < 0.001  # 12 up, 0 down
     assert m["heldout_seed_accuracy"] == 0.95 and m["heldout_seed_p_vs_base"] == 1.0  # 1 down
     assert "heldout_frontier_p_vs_base" not in split_metrics(now, None)
+    assert "heldout_reach_50" not in m  # "x" is no ladder form
+
+
+def test_split_metrics_reach_from_the_forms():
+    """reach_50 / reach_90: the longest sum (operand digits in total) answered right at least 50 % /
+    90 % of the time, over every split."""
+    rows = ([{"id": f"a{i}", "categories": {"split": "seed", "form": "3+3"}, "correct": [1]} for i in range(10)]
+            + [{"id": f"b{i}", "categories": {"split": "frontier", "form": "4+3"}, "correct": [int(i < 6)]} for i in range(10)]
+            + [{"id": f"c{i}", "categories": {"split": "beyond", "form": "5+5"}, "correct": [int(i < 2)]} for i in range(10)])
+    m = split_metrics(rows, None)
+    assert m["heldout_reach_50"] == 7 and m["heldout_reach_90"] == 6 and m["heldout_beyond_accuracy"] == 0.2
 
 
 def test_validation_questions_are_balanced_over_the_splits(tmp_path):

@@ -80,12 +80,30 @@ def test_arith_seed_splits_are_disjoint(tmp_path):
     pool, val, held = load_seed_set(p, tmp_path)
     assert not ({q.text for q in pool} & {q.text for q in held}) and not ({q.text for q in val} & {q.text for q in held})
     assert not {q.text for q in pool} & {q.text for q in val}
-    assert len(held) == 2 * p.seeds.heldout_size and len(val) == 2 * p.seeds.val_size
+    assert len(held) == 3 * p.seeds.heldout_size and len(val) == 3 * p.seeds.val_size
     from collections import Counter
 
-    assert Counter(q.meta["split"] for q in held) == {"seed": p.seeds.heldout_size, "frontier": p.seeds.heldout_size}
+    n = p.seeds.heldout_size
+    assert Counter(q.meta["split"] for q in held) == {"seed": n, "frontier": n, "beyond": n}
     frontier = {q.meta["form"] for q in held if q.meta["split"] == "frontier"}
     assert frontier == {"4+3", "3+4", "4+4"} and not frontier & {q.meta["form"] for q in pool}
+    beyond = {q.meta["form"] for q in held if q.meta["split"] == "beyond"}
+    assert beyond == {"5+3", "3+5", "5+4", "4+5", "5+5", "6+3", "3+6", "6+4", "4+6", "6+5", "5+6", "6+6"}
+    assert not beyond & {q.meta["form"] for q in pool}
+    # the rungs beyond are drawn last: the seed and frontier questions are those of a ladder without them
+    p.seeds.arith.reach_levels = []
+    _, val0, held0 = load_seed_set(p, tmp_path)
+    assert [q.text for q in held0] == [q.text for q in held if q.meta["split"] != "beyond"]
+    assert [q.text for q in val0] == [q.text for q in val if q.meta["split"] != "beyond"]
+
+
+def test_reach_is_the_longest_sum_answered_often_enough():
+    from selfevolve.questions.arith import reach, rung_size
+
+    assert rung_size("4+3") == 7 and rung_size("5+5") == 10
+    acc = {"3+3": 1.0, "5+2": 0.99, "4+3": 0.6, "3+4": 0.4, "4+4": 0.2, "bogus": 1.0}
+    assert reach(acc, 0.5) == 7 and reach(acc, 0.9) == 7 and reach(acc, 0.1) == 8 and reach({}, 0.5) == 0
+    assert reach({"2+2": 0.95, "3+3": 0.5}, 0.9) == 4
 
 
 def test_paper_seed_set(bench_dir):

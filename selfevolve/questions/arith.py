@@ -92,6 +92,27 @@ def forms_of_levels(levels: Iterable[int], op: str = "+") -> list[str]:
     return [form_name(op, (a, b)) for lv in levels for a in range(1, lv + 1) for b in range(1, lv + 1) if max(a, b) == lv]
 
 
+def rung_size(form: str) -> int:
+    """A form's place on the ladder for measuring reach: its operands' digit count in total
+    (``"4+3"`` -> 7, ``"4+4"`` -> 8, ``"5+4"`` -> 9). Raises ``ValueError`` for a non-form."""
+    return sum(parse_form(form)[1])
+
+
+def reach(form_accuracy: dict[str, float], threshold: float) -> int:
+    """How far a model reaches on the ladder: the largest :func:`rung_size` among the forms whose
+    accuracy is at least ``threshold`` (0 when none is). ``form_accuracy`` maps a form (``"4+3"``)
+    to a greedy accuracy in [0, 1]; forms that do not parse are ignored."""
+    sizes = []
+    for form, acc in form_accuracy.items():
+        try:
+            size = rung_size(form)
+        except ValueError:
+            continue
+        if acc >= threshold:
+            sizes.append(size)
+    return max(sizes, default=0)
+
+
 # ------------------------------------------------------------------------------------------
 # values and worked solutions
 # ------------------------------------------------------------------------------------------

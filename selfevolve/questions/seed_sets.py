@@ -24,7 +24,8 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
 
     * ``arith``: generated from the ladder (``seeds.arith``): the pool holds seed forms only; validation
       and held-out hold ``val_size`` / ``heldout_size`` questions of the seed forms (``meta.split``
-      ``seed``: retention) and as many of the frontier forms (``frontier``: never supervised).
+      ``seed``: retention), as many of the frontier forms (``frontier``: never supervised) and as
+      many of the rungs beyond it (``beyond``: ``seeds.arith.reach_levels``, never supervised).
     * ``tiny-code``: generated small Python functions with assert tests.
     * ``paper``: GSM8K train, MATH train, HumanEval and MBPP train items (SAGE paper, 500 by
       default) from ``seeds.data_dir``; validation from MBPP validation ids + GSM8K train, held-out
@@ -41,6 +42,7 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
         from selfevolve.questions import arith
 
         seed_forms, frontier = arith_forms(params)
+        beyond = reach_forms(params)
         taken: set[str] = set()
 
         def draw(n: int, offset: int, forms: list[str], prefix: str, split: str | None) -> list[Question]:
@@ -50,6 +52,9 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
                 + draw(s.heldout_size, 30_003, frontier, "heldout-frontier", "frontier"))
         val = draw(n_val, 10_001, seed_forms, "val-seed", "seed") + draw(n_val, 40_004, frontier, "val-frontier", "frontier")
         pool = draw(s.size, 0, seed_forms, "seed", None)
+        if beyond:  # drawn last: the seed and frontier questions stay those of a ladder without rungs beyond
+            held += draw(s.heldout_size, 50_005, beyond, "heldout-beyond", "beyond")
+            val += draw(n_val, 60_006, beyond, "val-beyond", "beyond")
         return pool, val, held
     if s.set.endswith((".jsonl", ".json")):
         import random
@@ -81,3 +86,12 @@ def arith_forms(params: Params) -> tuple[list[str], list[str]]:
     seed = [f for op in a.ops for f in arith.seed_forms(a.seed_digits, a.foothold_digits, a.foothold_short, op)]
     frontier = [f for op in a.ops for lv in a.frontier_levels for f in arith.frontier_forms(lv, a.foothold_short + 1, op)]
     return seed, frontier
+
+
+def reach_forms(params: Params) -> list[str]:
+    """The held-out rungs beyond the frontier (``seeds.arith.reach_levels``): two-operand forms of
+    those levels whose shorter operand has more digits than the footholds, e.g. ``5+3 .. 6+6``."""
+    from selfevolve.questions import arith
+
+    a = params.seeds.arith
+    return [f for op in a.ops for lv in a.reach_levels for f in arith.frontier_forms(lv, a.foothold_short + 1, op)]

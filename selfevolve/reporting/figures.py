@@ -222,6 +222,7 @@ def _plot_rewards(ax, data: CampaignData, series: dict) -> None:
 def _plot_frontier(ax, data: CampaignData, series: dict) -> None:
     _line_figure(ax, data, series["benchmarks"], "frontier",
                  [("heldout_frontier_accuracy", "frontier (never supervised)", {"color": "tab:red", "linewidth": 2.5}),
+                  ("heldout_beyond_accuracy", "rungs beyond the frontier (never supervised)", {"color": "tab:orange", "linewidth": 2.0}),
                   ("heldout_seed_accuracy", "seed forms (retention)", {"color": "tab:blue", "linewidth": 2.5})],
                  "greedy accuracy (held-out)", "no heldout_frontier_accuracy / heldout_seed_accuracy in metrics/<cycle>/evaluate.json\n"
                  "(a seed set without held-out splits)")
@@ -234,7 +235,7 @@ def _plot_forms(ax, data: CampaignData, series: dict) -> None:
     if not rows:
         _no_data(ax, title, "no heldout_accuracy_form_<form> in metrics/<cycle>/evaluate.json")
         return
-    forms = sorted({r["form"] for r in rows}, key=lambda f: (max(int(x) for x in re.findall(r"\d+", f)), f))
+    forms = sorted({r["form"] for r in rows}, key=lambda f: (sum(int(x) for x in re.findall(r"\d+", f)), f))
     cycles = [c for c in data.cycles if any(r["cycle"] == c for r in rows)]
     grid = [[next((r["accuracy"] for r in rows if r["cycle"] == c and r["form"] == f), float("nan")) for c in cycles] for f in forms]
     im = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="RdYlGn", aspect="auto")
@@ -242,8 +243,8 @@ def _plot_forms(ax, data: CampaignData, series: dict) -> None:
         for j, v in enumerate(line):
             if v == v:  # not NaN
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
-    frontier = {r["form"] for r in rows if r.get("frontier")}
-    ax.set_yticks(range(len(forms)), [f"{f} (frontier)" if f in frontier else f for f in forms], fontsize=7)
+    split = {r["form"]: r.get("split") or ("frontier" if r.get("frontier") else None) for r in rows}
+    ax.set_yticks(range(len(forms)), [f"{f} ({split[f]})" if split.get(f) in ("frontier", "beyond") else f for f in forms], fontsize=7)
     ax.set_xticks(range(len(cycles)), cycles)
     ax.set_xlabel("cycle")
     ax.set_title(title)

@@ -61,13 +61,13 @@ def compute_series(data: CampaignData) -> dict[str, list[dict]]:
             out["benchmarks"].append({"cycle": c, "step": step[c], **{k: data.metric(c, "evaluate", k) for k in keys}})
 
     # held-out accuracy per form (the arith ladder's forms; frontier forms marked)
-    frontier_forms = {q.meta.get("form") for q in data.heldout_questions if q.meta.get("split") == "frontier"}
+    split_of = {q.meta.get("form"): q.meta.get("split") for q in data.heldout_questions}
     for c in data.cycles:
         for key, value in data.metrics.get(c, {}).get("evaluate", {}).items():
             if key.startswith("heldout_accuracy_form_") and isinstance(value, (int, float)):
                 form = key.removeprefix("heldout_accuracy_form_").replace("_", "+")
                 out["forms"].append({"cycle": c, "step": step[c], "form": form, "accuracy": _round(float(value)),
-                                     "frontier": form in frontier_forms})
+                                     "frontier": split_of.get(form) == "frontier", "split": split_of.get(form)})
 
     # pool
     levels = sorted({q.level for qs in data.pools.values() for q in qs if q.level is not None})

@@ -10,6 +10,8 @@ from selfevolve.paths import cycle_paths
 COLUMNS = [
     ("frontier", "evaluate", "heldout_frontier_accuracy"),
     ("p", "evaluate", "heldout_frontier_p_vs_base"),
+    ("beyond", "evaluate", "heldout_beyond_accuracy"),
+    ("reach50", "evaluate", "heldout_reach_50"),
     ("seed forms", "evaluate", "heldout_seed_accuracy"),
     ("heldout acc", "evaluate", "heldout_accuracy"),
     ("pool", "rewards", "pool_size"),

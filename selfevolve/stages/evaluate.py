@@ -45,9 +45,13 @@ def read_rows(path) -> list[dict]:
 
 def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
     """``heldout_<split>_accuracy`` and ``heldout_<split>_n`` for each held-out split (the arith
-    ladder's ``seed`` levels, retention, and ``frontier`` levels, never supervised), and against the
-    base model's rows on the same questions ``heldout_<split>_p_vs_base`` (exact McNemar, two-sided)
-    and ``heldout_<split>_gain_vs_base``. Rows without a split are ignored."""
+    ladder's ``seed`` levels, retention; ``frontier`` and ``beyond`` levels, never supervised), and
+    against the base model's rows on the same questions ``heldout_<split>_p_vs_base`` (exact
+    McNemar, two-sided) and ``heldout_<split>_gain_vs_base``. Rows without a split are ignored.
+    For arith rows (``categories.form``) also ``heldout_reach_50`` / ``heldout_reach_90``: the
+    largest operand-digit total of a form answered at least 50 % / 90 % right
+    (``selfevolve.questions.arith.reach``)."""
+    from selfevolve.questions.arith import parse_form, reach
     from selfevolve.stats import mcnemar_exact
 
     by_split: dict[str, dict[str, int]] = {}
@@ -57,6 +61,17 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
             by_split.setdefault(split, {})[str(r["id"])] = int(r["correct"][0])
     base = {str(r["id"]): int(r["correct"][0]) for r in base_rows or []}
     out: dict[str, float] = {}
+    forms: dict[str, list[int]] = {}
+    for r in rows:
+        form = (r.get("categories") or {}).get("form")
+        try:
+            parse_form(form)
+        except ValueError:
+            continue
+        forms.setdefault(form, []).append(int(r["correct"][0]))
+    if forms:
+        accuracy = {f: sum(c) / len(c) for f, c in forms.items()}
+        out["heldout_reach_50"], out["heldout_reach_90"] = reach(accuracy, 0.5), reach(accuracy, 0.9)
     for split, outcome in sorted(by_split.items()):
         out[f"heldout_{split}_accuracy"] = sum(outcome.values()) / len(outcome)
         out[f"heldout_{split}_n"] = len(outcome)
@@ -69,15 +84,20 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
 
 
 def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:
-    """The cycle's MASS champion vs the single agent on the first ``evaluation.mass_questions``
-    held-out questions with the cycle's model (``selfevolve.mass.benchmark``); writes
+    """The cycle's MASS champion vs the single agent on ``evaluation.mass_questions`` held-out
+    questions, those of the unsupervised splits (frontier, rungs beyond) first: on the seed forms
+    both are right nearly always and the comparison could tell nothing apart. Runs with the
+    cycle's model (``selfevolve.mass.benchmark``); writes
     ``eval/mass.json`` and returns its ``mass_*`` metrics."""
     from selfevolve.mass.benchmark import champion_vs_single_agent
     from selfevolve.mass.design import WorkflowDesign
 
     params = ctx.params
     champions = {d: WorkflowDesign.model_validate(obj) for d, obj in json.loads(ctx.paths.mass_champions.read_text()).items()}
-    rows, metrics = champion_vs_single_agent(backend, champions, heldout[: params.evaluation.mass_questions], params.mass,
+    moving = [q for q in heldout if q.meta.get("split") not in (None, "seed")]
+    rest = [q for q in heldout if q.meta.get("split") in (None, "seed")]
+    questions = (moving + rest)[: params.evaluation.mass_questions]
+    rows, metrics = champion_vs_single_agent(backend, champions, questions, params.mass,
                                              verify_fn(params.verifiers), max_model_len=params.model.max_model_len,
                                              max_new_tokens=params.evaluation.max_new_tokens, seed=ctx.seed("evaluate-mass"))
     write_json(ctx.paths.mass_eval, rows)
