@@ -79,3 +79,27 @@ def _tok():
 
         _TOK.append(build_tokenizer([m["content"] for _, t in arith_transcripts(300) for m in t], vocab_size=512))
     return _TOK[0]
+
+
+def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
+    """A probe below ``bootstrap.min_frontier_pass`` buys extra rounds (each of ``extra_steps``),
+    until it is reached or ``extra_rounds`` are spent; the probe sees the model being trained."""
+    from selfevolve.embedded.warm_start import run_bootstrap
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 100, 4
+    p.bootstrap.min_frontier_pass, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.2, 3, 2
+    seen, answers = [], iter([0.0, 0.1, 0.25, 0.9])
+
+    def probe(model, tok):
+        seen.append(sum(float(t.sum()) for t in model.parameters()))
+        return next(answers)
+
+    summary, _ = run_bootstrap(p, tmp_path / "m", probe=probe)
+    assert [r["frontier_pass"] for r in summary["rounds"]] == [0.0, 0.1, 0.25]
+    assert summary["extra_rounds"] == 2 and summary["steps"] == 3 + 2 * 2
+    assert len(set(seen)) == 3  # the weights changed between checks
+    p.bootstrap.extra_rounds = 1
+    answers = iter([0.0, 0.0, 0.0])
+    summary, _ = run_bootstrap(p, tmp_path / "n", probe=lambda m, t: next(answers))
+    assert summary["extra_rounds"] == 1 and summary["steps"] == 5

@@ -48,26 +48,52 @@ def bootstrap(ctx: StageContext) -> dict:
         write_jsonl(ctx.base.replay, [])
         write_jsonl(ctx.base.self_labels, [])
         return {"embedded": 0, **standing(ctx)}
-    summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question))
+    summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question), probe=frontier_probe(ctx))
     write_jsonl(ctx.base.replay, rows)
     write_jsonl(ctx.base.self_labels, [])  # the base cycle learned from no self-labels (every cycle reads its start's)
     numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
     return {"embedded": 1, "replay_rows": len(rows), **numbers, **standing(ctx)}
 
 
+def _probe_splits(ctx: StageContext) -> dict[str, list[Question]]:
+    """Up to ``bootstrap.probe_questions`` validation questions of each split."""
+    from collections import defaultdict
+
+    splits: dict[str, list[Question]] = defaultdict(list)
+    for q in read_jsonl(ctx.base.val, Question):
+        if len(splits[q.meta.get("split", "all")]) < ctx.params.bootstrap.probe_questions:
+            splits[q.meta.get("split", "all")].append(q)
+    return splits
+
+
+def frontier_probe(ctx: StageContext):
+    """``probe(model, tokenizer) -> pass@k`` of an in-memory model on the frontier's probe questions
+    (``bootstrap.frontier_k`` samples at ``sampling.temperature``), for the warm start's check of its
+    own standing; None without a frontier split or with ``bootstrap.extra_rounds`` = 0."""
+    from selfevolve.backends.hf import HFBackend
+    from selfevolve.evaluation.solve import evaluate_questions
+
+    bp = ctx.params.bootstrap
+    questions = _probe_splits(ctx).get("frontier")
+    if not questions or not bp.extra_rounds:
+        return None
+
+    def probe(model, tokenizer) -> float:
+        backend = HFBackend.from_pretrained_objects(model, tokenizer)
+        _, m = evaluate_questions(backend, questions, ctx.params, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
+        return float(m[f"pass_at_{bp.frontier_k}"] if bp.frontier_k > 1 else m["accuracy"])
+
+    return probe
+
+
 def standing(ctx: StageContext) -> dict:
     """Greedy accuracy of the base model on up to ``bootstrap.probe_questions`` validation questions
     of each split (``bootstrap_<split>_accuracy``) and, on the frontier split, pass@k with
     ``bootstrap.frontier_k`` samples (``bootstrap_frontier_pass_at_<k>``)."""
-    from collections import defaultdict
-
     from selfevolve.evaluation.solve import evaluate_questions
 
     bp = ctx.params.bootstrap
-    splits: dict[str, list[Question]] = defaultdict(list)
-    for q in read_jsonl(ctx.base.val, Question):
-        if len(splits[q.meta.get("split", "all")]) < bp.probe_questions:
-            splits[q.meta.get("split", "all")].append(q)
+    splits = _probe_splits(ctx)
     out: dict[str, float] = {}
     with ctx.backend(ctx.base_model()) as backend:
         for split, qs in sorted(splits.items()):
