@@ -2,7 +2,8 @@
 
 Every knob of a campaign lives in ``params.yaml`` (DVC tracks it per stage). The schema is strict:
 an unknown key, a wrong type or an out-of-range value raises ``ParamsError`` naming the key, the
-value and what is allowed, before any stage writes anything.
+value and what is allowed, before any stage writes anything. ``model.base`` of the form
+``pypi:...`` must be an exact pin (``selfevolve.inputs.parse_pypi_spec``).
 
 Presets for real models (``configs/*.yaml``) are partial params files deep-merged over
 ``params.yaml`` by ``load_params(path, overlays=[...])`` (CLI: ``--params-overlay``).
@@ -17,6 +18,8 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from selfevolve.inputs import PYPI, InputError, parse_pypi_spec
 
 
 class _Section(BaseModel):
@@ -54,6 +57,16 @@ class ModelParams(_Section):
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
     lora: LoraParams = LoraParams()
+
+    @field_validator("base")
+    @classmethod
+    def _exact_pin(cls, v: str) -> str:
+        if v.startswith(PYPI):
+            try:
+                parse_pypi_spec(v)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+        return v
 
 
 class BootstrapParams(_Section):
@@ -339,7 +352,7 @@ class Params(_Section):
         return list(self.cycles).index(name) + 1
 
 
-class ParamsError(ValueError):
+class ParamsError(InputError):
     """params.yaml (or an overlay) is malformed. The message names every bad key, its value and what is allowed."""
 
 

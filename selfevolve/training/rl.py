@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from selfevolve.config import LoraParams, Params
+from selfevolve.inputs import check_model_dir
 from selfevolve.records import Question, Rollout, write_model_summary
 
 Validate = Callable[[object, object], list[int]]
@@ -180,6 +181,7 @@ def load_policy(model_dir: str | Path, lora: LoraParams):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_model_dir(model_dir)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if lora.enabled:
