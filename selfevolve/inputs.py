@@ -15,7 +15,8 @@ This module also holds the checks that are not a record schema:
   is handed (running its build hooks) even under ``--only-binary``.
 * :func:`check_model_dir`: a local model folder whose ``config.json`` or ``*.safetensors`` files are
   truncated or corrupt (an interrupted copy, a half-finished ``dvc checkout``).
-* :data:`MAX_QUESTION_CHARS`: the size limit of one question's text (``Question.text``).
+* :data:`MAX_QUESTION_CHARS`: the size limit of one question's text (``Question.text``), and
+  :data:`MAX_ROW_CHARS` that of one row of a questions file.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from packaging.version import InvalidVersion, Version
 #: Longest question text accepted, in characters (``Question.text``; seeds, benchmark and question
 #: files). The longest benchmark question shipped (MATH, OlympiadBench) has about 3,000.
 MAX_QUESTION_CHARS = 20_000
+
+#: Longest row of a questions file (seeds, benchmark and question JSON Lines files), in characters: a
+#: question with its answer, worked solution and tests fits many times over.
+MAX_ROW_CHARS = 1_000_000
 
 #: ``model.base`` prefix naming a registry package.
 PYPI = "pypi:"
