@@ -272,6 +272,8 @@ class VerifierParams(_Section):
     code_timeout_s: float = Field(5.0, gt=0)
     code_memory_mb: int = Field(512, ge=32)
     workers: int = Field(0, ge=0, description="0 = one per core")
+    max_infra_error_rate: float = Field(0.01, ge=0.0, le=1.0, description="the verify stage fails when more than this share "
+                                        "of its verdicts are infrastructure errors (a sandbox supervisor died twice)")
     banned_modules: list[str] = Field(
         default_factory=lambda: ["os", "sys", "subprocess", "socket", "shutil", "multiprocessing", "threading", "ctypes", "signal", "pathlib", "importlib"]
     )

@@ -155,10 +155,17 @@ class Attempt(_Record):
     forced: bool = False  # the answer was forced (``sampling.force_answer_tokens``): the text was continued after "<answer>"
 
 
+#: Verdict statuses that say nothing about the answer: the verifier itself failed (a sandbox
+#: supervisor died on the job and on its retry). Such a verdict is counted apart and never becomes
+#: a wrong answer or a reward.
+INFRA_STATUSES = frozenset({"infra_error"})
+
+
 class Verdict(_Record):
     """Verifier outcome for an attempt: ``correct`` is s_gt in {0,1}; ``status`` is the math
     grader's or sandbox's status string; ``detail`` a short human-readable reason; ``extracted`` the
-    final answer the math grader read (None for code)."""
+    final answer the math grader read (None for code). A verdict with a status in
+    ``INFRA_STATUSES`` is not ``graded``: its ``correct`` (0) means nothing and no reward uses it."""
 
     attempt_id: str
     question_id: str
@@ -166,6 +173,11 @@ class Verdict(_Record):
     status: str
     detail: str = ""
     extracted: str | None = None
+
+    @property
+    def graded(self) -> bool:
+        """Whether the verifier decided (not an infrastructure error)."""
+        return self.status not in INFRA_STATUSES
 
 
 class AgentMessage(_Record):

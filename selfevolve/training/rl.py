@@ -347,7 +347,9 @@ def train_grpo(model_dir: str | Path, questions: list[Question], validate: Valid
         qs = [by_id[i] for i in question_id]
         outs = [parsers.parse_solver(t, q.domain) for t, q in zip(texts, qs)]
         verdicts = verify_answers(qs, [o.answer for o in outs], params.verifiers)
-        return [R.solver_reward(None, v.correct, o.format_reward, params.sage) for v, o in zip(verdicts, outs)]
+        # None (no reward: TRL leaves the sample out) where the verifier itself failed
+        return [R.solver_reward(None, v.correct, o.format_reward, params.sage) if v.graded else None
+                for v, o in zip(verdicts, outs)]
 
     average = weight_average(model, rl.ema_decay)
     select = CheckpointSelector(average.module if average else model, tok, validate, params)
