@@ -2,7 +2,10 @@
 
 Every knob of a campaign lives in ``params.yaml`` (DVC tracks it per stage). The schema is strict:
 an unknown key, a wrong type or an out-of-range value raises ``ParamsError`` naming the key, the
-value and what is allowed, before any stage writes anything.
+value and what is allowed, before any stage writes anything. Types are strict (pydantic strict
+mode): a count must be an integer (``true`` or ``'3'`` is not one), a number an integer or a
+float (not a string), a switch a boolean (not ``1`` or ``'yes'``). ``model.base`` of the form
+``pypi:...`` must be an exact pin (``selfevolve.inputs.parse_pypi_spec``).
 
 Presets for real models (``configs/*.yaml``) are partial params files deep-merged over
 ``params.yaml`` by ``load_params(path, overlays=[...])`` (CLI: ``--params-overlay``).
@@ -12,15 +15,27 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from selfevolve.inputs import PYPI, InputError, parse_pypi_spec
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: no coercion of a bool or a string into a number, or of a number into a bool
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+
+
+def _list_as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+#: A pair written as a YAML list (strict mode alone takes only a tuple).
+Pair = Annotated[tuple[float, float], BeforeValidator(_list_as_tuple)]
 
 
 class LoraParams(_Section):
@@ -54,6 +69,16 @@ class ModelParams(_Section):
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     gpu_memory_utilization: float = Field(0.85, gt=0.0, le=1.0)
     lora: LoraParams = LoraParams()
+
+    @field_validator("base")
+    @classmethod
+    def _exact_pin(cls, v: str) -> str:
+        if v.startswith(PYPI):
+            try:
+                parse_pypi_spec(v)
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+        return v
 
 
 class BootstrapParams(_Section):
@@ -159,7 +184,7 @@ class SageParams(_Section):
     questions_per_cycle: int = Field(1200, ge=1)
     pool_sample: int = Field(400, ge=0, description="pool/seed questions planned and solved each cycle")
     solver_samples: int = Field(4, ge=1, le=256, description="n solver samples per question (r_d and groups)")
-    frontier_band: tuple[float, float] = Field((0.05, 0.8), description="the Solver's frontier: questions whose pass rate over "
+    frontier_band: Pair = Field((0.05, 0.8), description="the Solver's frontier: questions whose pass rate over "
                                                "the n samples lies in [low, high]; they are the Solver's training data "
                                                "(expert_iteration) and the preferred reference items and re-solved pool questions")
     frontier_boost: float = Field(8.0, ge=1.0, description="how much likelier a pool question on the frontier is drawn as a "
@@ -263,6 +288,8 @@ class VerifierParams(_Section):
     code_timeout_s: float = Field(5.0, gt=0)
     code_memory_mb: int = Field(512, ge=32)
     workers: int = Field(0, ge=0, description="0 = one per core")
+    max_infra_error_rate: float = Field(0.01, ge=0.0, le=1.0, description="the verify stage fails when more than this share "
+                                        "of its verdicts are infrastructure errors (a sandbox supervisor died twice)")
     banned_modules: list[str] = Field(
         default_factory=lambda: ["os", "sys", "subprocess", "socket", "shutil", "multiprocessing", "threading", "ctypes", "signal", "pathlib", "importlib"]
     )
@@ -355,7 +382,7 @@ class Params(_Section):
         return list(self.cycles).index(name) + 1
 
 
-class ParamsError(ValueError):
+class ParamsError(InputError):
     """params.yaml (or an overlay) is malformed. The message names every bad key, its value and what is allowed."""
 
 
@@ -374,9 +401,19 @@ def _deep_merge(base: dict, over: dict, top: bool = True) -> dict:
     return out
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader reading exponent floats as YAML 1.2 does: ``1e-5`` is a number (YAML 1.1,
+    PyYAML's default, reads it as a string; ruamel.yaml, which ``apply_preset`` and DVC write with,
+    writes ``0.00001`` so)."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+                              list("-+0123456789."))
+
+
 def _read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
     except FileNotFoundError:
         raise ParamsError(f"{path}: file not found") from None
     except yaml.YAMLError as exc:

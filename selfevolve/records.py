@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from selfevolve.inputs import MAX_QUESTION_CHARS, InputError
 
 Domain = Literal["math", "code"]
 
@@ -70,7 +73,8 @@ class Question(_Record):
 
     ``source`` says where it came from (``seed:arith``, ``challenger``, ``benchmark:gsm8k`` ...);
     ``level`` is a difficulty level where the generator knows one (1 = easiest);
-    ``parent_id`` is the reference item a Challenger question was written from.
+    ``parent_id`` is the reference item a Challenger question was written from. ``text`` holds at
+    most ``MAX_QUESTION_CHARS`` characters (20,000; ``selfevolve.inputs``).
     """
 
     id: str
@@ -82,6 +86,14 @@ class Question(_Record):
     parent_id: str | None = None
     cycle: int | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("text")
+    @classmethod
+    def _size(cls, text: str) -> str:
+        if len(text) > MAX_QUESTION_CHARS:
+            raise ValueError(f"question text of {len(text):,} characters is over the limit of {MAX_QUESTION_CHARS:,} "
+                             "(selfevolve.inputs.MAX_QUESTION_CHARS): shorten the question or leave the row out")
+        return text
 
     @property
     def answer(self) -> str | None:
@@ -143,10 +155,17 @@ class Attempt(_Record):
     forced: bool = False  # the answer was forced (``sampling.force_answer_tokens``): the text was continued after "<answer>"
 
 
+#: Verdict statuses that say nothing about the answer: the verifier itself failed (a sandbox
+#: supervisor died on the job and on its retry). Such a verdict is counted apart and never becomes
+#: a wrong answer or a reward.
+INFRA_STATUSES = frozenset({"infra_error"})
+
+
 class Verdict(_Record):
     """Verifier outcome for an attempt: ``correct`` is s_gt in {0,1}; ``status`` is the math
     grader's or sandbox's status string; ``detail`` a short human-readable reason; ``extracted`` the
-    final answer the math grader read (None for code)."""
+    final answer the math grader read (None for code). A verdict with a status in
+    ``INFRA_STATUSES`` is not ``graded``: its ``correct`` (0) means nothing and no reward uses it."""
 
     attempt_id: str
     question_id: str
@@ -154,6 +173,11 @@ class Verdict(_Record):
     status: str
     detail: str = ""
     extracted: str | None = None
+
+    @property
+    def graded(self) -> bool:
+        """Whether the verifier decided (not an infrastructure error)."""
+        return self.status not in INFRA_STATUSES
 
 
 class AgentMessage(_Record):
@@ -214,7 +238,7 @@ class Rollout(_Record):
 R = TypeVar("R", bound=BaseModel)
 
 
-class RecordFileError(ValueError):
+class RecordFileError(InputError):
     """A JSONL file has a malformed line. Carries ``path``, ``line`` (1-based) and ``field``."""
 
     def __init__(self, path: str | os.PathLike, line: int, field: str | None, message: str):
@@ -234,23 +258,27 @@ def read_jsonl(path: str | os.PathLike, model: type[R]) -> list[R]:
 
 
 def iter_json_lines(path: str | os.PathLike, error: type[RecordFileError] = RecordFileError,
-                    opener=open) -> Iterator[tuple[int, dict]]:
+                    opener=open, max_chars: int | None = None) -> Iterator[tuple[int, dict]]:
     """(1-based line number, object) for every non-blank line of a JSON Lines file.
 
-    Raises ``error(path, line, None, message)`` for a line that is not UTF-8, not valid JSON or
-    not a JSON object; ``FileNotFoundError`` if the file is missing. ``opener`` may be
-    ``gzip.open`` for ``.jsonl.gz``.
+    Raises ``error(path, line, None, message)`` for a line that is not UTF-8, not valid JSON, not
+    a JSON object or (with ``max_chars``) longer than ``max_chars`` characters, which is refused
+    without reading the rest of it; ``FileNotFoundError`` if the file is missing. ``opener`` may
+    be ``gzip.open`` for ``.jsonl.gz``.
     """
     with opener(path, "rt", encoding="utf-8") as fh:
         lineno = 0
         while True:
             try:
-                line = fh.readline()
+                line = fh.readline(-1 if max_chars is None else max_chars + 1)
             except UnicodeDecodeError as exc:
                 raise error(path, lineno + 1, None, f"not UTF-8 text ({exc.reason})") from None
             if not line:
                 return
             lineno += 1
+            if max_chars is not None and len(line.rstrip("\r\n")) > max_chars:
+                raise error(path, lineno, None, f"a row of more than {max_chars:,} characters (the limit per row): "
+                            "shorten it or leave it out")
             if not line.strip():
                 continue
             try:
@@ -266,13 +294,22 @@ def validate_record(model: type[R], obj: dict, path: str | os.PathLike, line: in
                     error: type[RecordFileError] = RecordFileError) -> R:
     """``model.model_validate(obj)``, raising ``error`` that names the file, line, first bad field,
     the value found and the record type expected."""
-    try:
+    with record_errors(path, line, model.__name__, error):
         return model.model_validate(obj)
+
+
+@contextmanager
+def record_errors(path: str | os.PathLike, line: int, what: str, error: type[RecordFileError] = RecordFileError):
+    """Turn a pydantic ``ValidationError`` raised inside the block (building a record from row
+    ``line`` of ``path``) into ``error`` naming the file, line, first bad field, the value found and
+    ``what`` was expected."""
+    try:
+        yield
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or None
         raise error(path, line, field,
-                    f"{err['msg']} (got {str(err.get('input'))[:80]!r}); expected a {model.__name__} record") from None
+                    f"{err['msg']} (got {str(err.get('input'))[:80]!r}); expected a {what} record") from None
 
 
 def iter_jsonl(path: str | os.PathLike, model: type[R]) -> Iterator[R]:

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Floors from the ground up (docs/design.md, "Layers"): a module may import its own floor or lower.
 FLOORS: list[tuple[str, ...]] = [
     # 0: foundation
-    ("selfevolve", "selfevolve.config", "selfevolve.records", "selfevolve.paths", "selfevolve.runtime_env", "selfevolve.seeding",
+    ("selfevolve", "selfevolve.config", "selfevolve.inputs", "selfevolve.records", "selfevolve.paths", "selfevolve.runtime_env", "selfevolve.seeding",
      "selfevolve.stats", "selfevolve.prompting"),
     # 1: the domain: roles, rewards, questions, model backends, verifiers, tracking, local services
     ("selfevolve.roles", "selfevolve.rewards", "selfevolve.pool", "selfevolve.questions", "selfevolve.backends",

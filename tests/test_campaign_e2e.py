@@ -42,14 +42,21 @@ def _merge(a: dict, b: dict) -> dict:
     return a
 
 
+#: A campaign's record, not part of the project: `make run` commits dvc.lock into the checkout the tests
+#: run from, and a copy of it made every test project start with that campaign's stages (the cluster
+#: test's reference dvc.lock then held c2 stages after a one-cycle campaign).
+CAMPAIGN_RECORDS = ("dvc.lock",)
+
+
 def make_project(dest: Path) -> Path:
-    """Copy the project's files (tracked and untracked-not-ignored) into ``dest`` as a fresh git +
-    DVC repository with small params."""
+    """Copy the project's files (tracked and untracked-not-ignored, without the checkout's own
+    campaign record ``CAMPAIGN_RECORDS``) into ``dest`` as a fresh git + DVC repository with small
+    params."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True,
                            check=True).stdout.split()
     for f in files:
         src = ROOT / f
-        if src.is_file() and not f.startswith(("tests/", "benchmarks/")):
+        if src.is_file() and not f.startswith(("tests/", "benchmarks/")) and f not in CAMPAIGN_RECORDS:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / f)
     params = _merge(yaml.safe_load((ROOT / "params.yaml").read_text()), SMALL)

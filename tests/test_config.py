@@ -101,3 +101,41 @@ def test_a_preset_replaces_the_cycles_whole(tmp_path):
     assert merged.model.worked_examples and merged.model.base.startswith("pypi:") and merged.model.dtype == "bfloat16"
     assert merged.model.batch_size == 32 and merged.sampling.max_new_tokens == 256  # sections still merge key by key
     assert load_params(ROOT / "params.yaml", overlays=[ROOT / "configs" / "smollm2-135m.yaml"]).cycles.keys() == {"c1"}
+
+
+# -- strict types (issue 24, row 8) ----------------------------------------------------------
+
+@pytest.mark.parametrize("key, value, rule", [
+    ("sage.solver_samples", True, "valid integer"),
+    ("rl.steps", "3", "valid integer"),
+    ("sage.alpha", "0.7", "valid number"),
+    ("bootstrap.learning_rate", False, "valid number"),
+    ("mass.enabled", 1, "valid boolean"),
+    ("sage.ablation.critic", "false", "valid boolean"),
+    ("placement.shards", {"solve": "2"}, "valid integer"),
+])
+def test_params_types_are_strict(key, value, rule):
+    with pytest.raises(ParamsError) as exc:
+        load_params(ROOT / "params.yaml", overrides={key: value})
+    assert key.split(".")[-1] in str(exc.value) and rule in str(exc.value), str(exc.value)
+
+
+def test_an_integer_is_still_a_number():
+    assert load_params(ROOT / "params.yaml", overrides={"sage.alpha": 1, "sage.frontier_band": [0, 1]}).sage.alpha == 1.0
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_every_preset_validates_over_params_yaml(preset):
+    load_params(ROOT / "params.yaml", overlays=[ROOT / "configs" / preset])
+
+
+def test_params_yaml_validates_as_written():
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert load_params(ROOT / "params.yaml").model_dump(mode="json")["seed"] == data["seed"]
+
+
+def test_an_exponent_float_is_a_number(tmp_path):
+    """YAML 1.1 (PyYAML) reads 1e-05 as a string; ruamel (apply_preset) and DVC write floats so."""
+    p = tmp_path / "params.yaml"
+    p.write_text((ROOT / "params.yaml").read_text().replace("learning_rate: 0.001", "learning_rate: 1e-05"))
+    assert load_params(p).rl.learning_rate == 1e-05

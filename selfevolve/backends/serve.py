@@ -16,6 +16,12 @@ Endpoints (FastAPI, served by uvicorn, bound to 127.0.0.1 by default):
 Errors use OpenAI's body ``{"error": {"message", "type", "param", "code"}}``: 400 for an invalid
 request, 404 for another model name, 500 when generation fails.
 
+Request limits, checked before anything is queued for generation, so that one client cannot stall the
+others: a body over ``max_body_bytes`` (default 2 MiB) is refused with 413 from its
+``Content-Length`` before it is read (a POST without one gets 411), and a prompt whose templated
+token count leaves no room to generate within the backend's ``max_model_len`` gets 400 "prompt
+exceeds the context" (counted with a private copy of the backend's tokenizer, off the event loop).
+
 Generation runs in ONE worker thread (the backend is not shared between threads; the HF backend
 also holds its own lock). Requests that arrive while the worker is busy are queued, and queued
 requests with identical sampling parameters are generated together in one batched ``chat`` call
@@ -27,6 +33,7 @@ output does not depend on what else was queued.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import queue
 import threading
@@ -187,17 +194,45 @@ def _same_model(requested: str, served: str, model_path: str | None) -> bool:
     return False
 
 
+#: Largest request body accepted, in bytes.
+MAX_BODY_BYTES = 2 << 20
+
+
+class PromptCounter:
+    """Token count of a templated prompt with a private copy of ``backend``'s tokenizer (the
+    backend's own is in use by the generation thread), one count at a time. ``limit`` is the
+    backend's ``max_model_len``; both are None for a backend without them (no check)."""
+
+    def __init__(self, backend: Backend):
+        tok = getattr(backend, "tokenizer", None)
+        self.limit: int | None = getattr(backend, "max_model_len", None) if tok is not None else None
+        self._tok = copy.deepcopy(tok) if tok is not None else None
+        self._lock = threading.Lock()
+
+    def count(self, conversation: Messages) -> int | None:
+        """Tokens of the prompt ``conversation`` renders to (chat template, generation prompt)."""
+        if self._tok is None:
+            return None
+        from selfevolve.backends.hf import render_prompt
+
+        with self._lock:
+            return len(self._tok(render_prompt(self._tok, conversation), add_special_tokens=False)["input_ids"])
+
+
 def create_app(backend: Backend, model_name: str, model_path: str | None = None, default_max_tokens: int = 256,
-               max_batch_prompts: int = 64):
+               max_batch_prompts: int = 64, max_body_bytes: int = MAX_BODY_BYTES):
     """The FastAPI app serving ``backend`` under ``model_name``.
 
     ``model_path`` is also accepted as a model name in requests (so a client configured with the
     path works). The app owns a ``GenerationWorker`` (``app.state.worker``), stopped on shutdown.
+    ``max_body_bytes`` limits a request's body (413 above it); a prompt with no room left in the
+    backend's ``max_model_len`` is refused with 400 (see the module docstring).
     """
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
 
     worker = GenerationWorker(backend, max_batch_prompts=max_batch_prompts)
+    counter = PromptCounter(backend)
     created = int(time.time())
 
     async def lifespan(app):
@@ -207,6 +242,16 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
     app = FastAPI(title="selfevolve OpenAI-compatible server", lifespan=lifespan)
     app.state.worker = worker
     app.state.model_name = model_name
+
+    @app.middleware("http")
+    async def _body_limit(request: Request, call_next):
+        if request.method in ("POST", "PUT", "PATCH"):
+            length = request.headers.get("content-length")
+            if length is None:
+                return _error(411, "a request body needs a Content-Length header", param="content-length")
+            if not length.isdigit() or int(length) > max_body_bytes:
+                return _error(413, f"request body of {length} bytes is over the limit of {max_body_bytes} bytes")
+        return await call_next(request)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -237,6 +282,11 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
             max_new_tokens=req.max_completion_tokens or req.max_tokens or default_max_tokens,
         )
         conversation = [{"role": m.role, "content": m.text()} for m in req.messages]
+        if counter.limit is not None:
+            tokens = await asyncio.to_thread(counter.count, conversation)
+            if tokens is not None and tokens >= counter.limit:
+                return _error(400, f"prompt exceeds the context: {tokens} tokens, the model's context is {counter.limit} "
+                              "tokens (prompt and reply); shorten the messages", "context_length_exceeded", "messages")
         try:
             results = await asyncio.wrap_future(worker.submit([conversation], sampling))
         except Exception as exc:  # noqa: BLE001 - reported to the client
@@ -264,10 +314,11 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
 
 def serve(model_path: str, host: str = "127.0.0.1", port: int = 8000, backend: str = "hf",
           model_name: str | None = None, log_level: str = "info", dtype: str = "float32", device: str = "auto",
-          adapter_path: str | None = None, **backend_kwargs: Any) -> None:
+          adapter_path: str | None = None, max_body_bytes: int = MAX_BODY_BYTES, **backend_kwargs: Any) -> None:
     """Load ``model_path`` with ``backend`` (``hf`` or ``vllm``, built by ``make_backend``) and serve
     it until interrupted (SIGINT/SIGTERM). ``backend_kwargs`` go to the backend's constructor
-    (``max_model_len``, ``batch_size``, ...). ``model_name`` defaults to ``model_path`` as given.
+    (``max_model_len``, ``batch_size``, ...). ``model_name`` defaults to ``model_path`` as given;
+    ``max_body_bytes`` limits a request's body.
     Blocks; raises ``ValueError`` for another backend, ``OSError`` when the model cannot be
     loaded, ``VLLMUnavailable`` without vLLM."""
     import uvicorn
@@ -280,7 +331,7 @@ def serve(model_path: str, host: str = "127.0.0.1", port: int = 8000, backend: s
     model = ModelParams(base=model_path, backend=backend, dtype=dtype, **({"device": device} if backend == "hf" else {}))
     be = make_backend(model, model_path=model_path, adapter_path=adapter_path, **backend_kwargs)
     name = model_name or model_path
-    app = create_app(be, name, model_path=model_path)
+    app = create_app(be, name, model_path=model_path, max_body_bytes=max_body_bytes)
     if host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("serving on %s: the API has no authentication; anyone who can reach this port can use it", host)
     logger.info("serving %s (%s backend) at http://%s:%d/v1", name, backend, host, port)

@@ -110,7 +110,7 @@ def evaluate(
 
         setup_logging(verbose)
         run_stage_or_fail(get("evaluate_base" if cycle == "base" else "evaluate"), cycle, params or Path("params.yaml"), overlay,
-                          root, track=not no_track)
+                          root, track=not no_track, verbose=verbose)
         return
     if model is None:
         fail("give --cycle C (the campaign's evaluate stage) or --model PATH [--benchmark NAME ...] (ad-hoc evaluation)")

@@ -22,6 +22,8 @@ def serve(
     adapter: Optional[str] = typer.Option(None, help="PEFT LoRA adapter directory to apply"),
     batch_size: int = typer.Option(32, min=1, help="hf backend: rows per generate call"),
     threads: Optional[int] = typer.Option(None, min=1, help="hf backend on CPU: torch intra-op threads (default: torch's choice; 1 avoids oversubscription when other CPU jobs share the machine)"),
+    max_body_bytes: int = typer.Option(2 << 20, min=1024, help="largest request body in bytes (413 above it); a prompt "
+                                       "longer than the context is refused with 400 before generation"),
     log_level: str = typer.Option("info", help="debug | info | warning | error"),
 ) -> None:
     """Serve MODEL_PATH over an OpenAI-compatible API until stopped (Ctrl-C or SIGTERM).
@@ -48,7 +50,8 @@ def serve(
     if backend == "hf":
         kwargs.update(device=device, batch_size=batch_size)
     try:
-        serve_model(model_path, host=host, port=port, backend=backend, model_name=model_name, log_level=log_level, **kwargs)
+        serve_model(model_path, host=host, port=port, backend=backend, model_name=model_name, log_level=log_level,
+                    max_body_bytes=max_body_bytes, **kwargs)
     except ImportError as exc:
         fail(str(exc))
     except (OSError, ValueError) as exc:

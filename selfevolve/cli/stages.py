@@ -9,14 +9,16 @@ from typing import Callable, Optional
 
 import typer
 
-from selfevolve.cli.common import fail, load_params_or_fail, setup_logging
+from selfevolve.cli.common import fail, input_errors, load_params_or_fail, setup_logging
 from selfevolve.stages.registry import STAGES, Stage
 
 
 def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay: Optional[list[Path]], root: Path,
-                      track: bool, shard: Optional[str] = None, merge: int = 0) -> dict:
+                      track: bool, shard: Optional[str] = None, merge: int = 0, verbose: bool = False) -> dict:
     """Run ``stage`` as the runner does; bad params, an unknown cycle, a per-cycle stage without
-    ``--cycle`` or a bad ``--shard``/``--merge`` exit 2 with the reason before anything is written."""
+    ``--cycle`` or a bad ``--shard``/``--merge`` exit 2 with the reason before anything is written,
+    and so does bad input the stage meets (a seeds or questions file, a model folder:
+    ``selfevolve.inputs.InputError``; traceback only with ``verbose``)."""
     from selfevolve.stages.runner import execute
     from selfevolve.stages.shards import Shard
 
@@ -40,7 +42,8 @@ def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay:
         part = Shard.parse(shard) if shard else None
     except ValueError as exc:
         fail(str(exc))
-    return execute(stage, p, cycle, root, track=track, shard=part, merge=merge)
+    with input_errors(verbose):
+        return execute(stage, p, cycle, root, track=track, shard=part, merge=merge)
 
 
 def stage_command(stage: Stage) -> Callable[..., None]:
@@ -58,7 +61,7 @@ def stage_command(stage: Stage) -> Callable[..., None]:
         verbose: bool = typer.Option(False, "--verbose", "-v"),
     ) -> None:
         setup_logging(verbose)
-        run_stage_or_fail(stage, cycle, params, overlay, root, track=not no_track, shard=shard, merge=merge)
+        run_stage_or_fail(stage, cycle, params, overlay, root, track=not no_track, shard=shard, merge=merge, verbose=verbose)
 
     doc = (stage.run.__doc__ or "").strip()
     command.__doc__ = f"Stage '{stage.name}'{' of one cycle' if stage.per_cycle else ''}. " + doc
@@ -116,12 +119,10 @@ def preset(
 ) -> None:
     """Merge a preset into params.yaml (comments kept), after validating the result, so that
     `dvc repro` and the Prefect flows run with it and DVC records the values."""
-    from selfevolve.config import ParamsError, apply_preset
+    from selfevolve.config import apply_preset
 
-    try:
+    with input_errors():
         apply_preset(params, preset)
-    except ParamsError as exc:
-        fail(str(exc))
     typer.echo(f"{params} updated from {preset}")
 
 

@@ -37,7 +37,7 @@ from typing import Any, Sequence
 from selfevolve import prompting
 from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
 from selfevolve.config import Params
-from selfevolve.records import CodeSpec, Question
+from selfevolve.records import INFRA_STATUSES, CodeSpec, Question
 from selfevolve.roles import parsers
 from selfevolve.roles.forcing import force_missing_answers
 from selfevolve.seeding import derive_seed
@@ -161,7 +161,8 @@ def summarise(rows: Sequence[dict], k: int = 1) -> dict[str, float | int]:
     (list of 0/1 per sample), ``answered``, ``finish_reasons``, ``output_tokens``, ``categories``).
 
     Returns ``n``, ``samples``, ``accuracy`` (mean over all samples), ``pass_at_1`` (unbiased
-    estimator, mean over questions), ``pass_at_<k>`` when ``k > 1``, ``answered_rate``,
+    estimator, mean over questions), ``pass_at_<k>`` when ``k > 1``, ``infra_errors`` (samples the
+    verifier could not grade, counted here as not correct), ``answered_rate``,
     ``truncated_rate``, ``mean_output_tokens``, ``accuracy_level_<L>`` and
     ``accuracy_<category>_<value>``. With no rows: ``n`` 0 and ``accuracy`` 0.0. Raises
     ``ValueError`` if a row has fewer than ``k`` samples."""
@@ -179,6 +180,7 @@ def summarise(rows: Sequence[dict], k: int = 1) -> dict[str, float | int]:
     }
     if k > 1:
         out[f"pass_at_{k}"] = round(fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), k) for r in rows), 6)
+    out["infra_errors"] = sum(s in INFRA_STATUSES for r in rows for s in r.get("status", []))
     out["answered_rate"] = round(fmean(a for r in rows for a in r["answered"]), 6)
     out["truncated_rate"] = round(fmean(f == "length" for r in rows for f in r["finish_reasons"]), 6)
     out["forced_rate"] = round(fmean(f for r in rows for f in r.get("forced", [0] * len(r["answered"]))), 6)

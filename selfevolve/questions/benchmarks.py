@@ -67,7 +67,8 @@ from selfevolve.questions.benchmark_rows import (
     olympiad_row,
     strip_dollars,
 )
-from selfevolve.records import CodeSpec, MathSpec, Question, iter_json_lines, validate_record
+from selfevolve.inputs import MAX_ROW_CHARS
+from selfevolve.records import CodeSpec, MathSpec, Question, iter_json_lines, record_errors, validate_record
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,8 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, dict]]:
                 raise BenchmarkFormatError(path, i, None, f"element {i} is {type(row).__name__}, expected an object")
             yield i, row
         return
-    yield from iter_json_lines(path, BenchmarkFormatError, opener=gzip.open if name.endswith(".gz") else open)
+    yield from iter_json_lines(path, BenchmarkFormatError, opener=gzip.open if name.endswith(".gz") else open,
+                               max_chars=MAX_ROW_CHARS)
 
 
 # ------------------------------------------------------------------------------------------
@@ -259,7 +261,8 @@ def _load_named(info: BenchmarkInfo, data_dir, split: str | None, limit: int | N
                 raise BenchmarkFormatError(src, line, "task_id", f"expected an integer task id, got {row.get('task_id')!r}") from None
             if not want[0] <= tid <= want[1]:
                 continue
-        q = info.convert(row, index, line, src)
+        with record_errors(src, line, "Question", BenchmarkFormatError):
+            q = info.convert(row, index, line, src)
         if q is None:
             continue
         out.append(q)
@@ -314,6 +317,51 @@ def _final_from_solution(value: str) -> str:
     return value.strip()
 
 
+def _mapped_row(row: dict, index: int, line: int, path: Path, fm: dict[str, str], domain: str, source: str) -> Question:
+    """A row that is not a ``Question`` record, read through the field map (fallback field names)."""
+    qkey = fm.get("question") or next((k for k in _QUESTION_FALLBACKS if k in row), None)
+    if qkey is None:
+        raise BenchmarkFormatError(path, line, "question", f"no question field; pass field_map question=FIELD (row has {sorted(row)[:12]})")
+    text = need(row, qkey, path, line)
+    idkey = fm.get("id")
+    if idkey:
+        if row.get(idkey) is None:
+            raise BenchmarkFormatError(path, line, idkey, "missing id field")
+        qid = str(row[idkey])
+    else:
+        qid = str(index)
+    if domain == "math":
+        akey = fm.get("answer") or next((k for k in _ANSWER_FALLBACKS if k in row), None)
+        if akey is None:
+            raise BenchmarkFormatError(path, line, "answer", f"no answer field; pass field_map answer=FIELD (row has {sorted(row)[:12]})")
+        raw = row.get(akey)
+        if isinstance(raw, list) and raw and all(isinstance(x, str) for x in raw):
+            gold = ", ".join(strip_dollars(x) for x in raw)
+        elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            gold = str(raw)
+        elif isinstance(raw, str) and raw.strip():
+            gold = _final_from_solution(raw)
+        else:
+            raise BenchmarkFormatError(path, line, akey, f"expected an answer string, got {raw!r:.80}")
+        meta = {k: v for k, v in row.items() if k not in (qkey, akey) and isinstance(v, (str, int, float, bool, type(None)))}
+        return Question(id=qid, domain="math", text=text, spec=MathSpec(answer=gold), source=source, meta=meta)
+    else:
+        tkey = fm.get("tests", "test_list" if "test_list" in row else "tests")
+        tests = row.get(tkey)
+        if isinstance(tests, str):
+            tests = [tests]
+        if not isinstance(tests, list) or not tests:
+            raise BenchmarkFormatError(path, line, tkey, "expected a non-empty list of test statements; pass field_map tests=FIELD")
+        sol = row.get(fm.get("solution", "code")) or None
+        spec = CodeSpec(
+            entry_point=row.get(fm.get("entry_point", "entry_point")) or mbpp_entry_point(sol or "", [str(t) for t in tests]),
+            tests=[str(t) for t in tests],
+            setup=row.get(fm.get("setup", "setup")) or "",
+            reference_solution=sol,
+        )
+        return Question(id=qid, domain="code", text=text, spec=spec, source=source)
+
+
 def _load_path(path: Path, field_map: dict[str, str], limit: int | None) -> list[Question]:
     fm = field_map
     domain = fm.get("domain", "math")
@@ -323,47 +371,8 @@ def _load_path(path: Path, field_map: dict[str, str], limit: int | None) -> list
         if "spec" in row and not fm:
             out.append(validate_record(Question, row, path, line, BenchmarkFormatError))
         else:
-            qkey = fm.get("question") or next((k for k in _QUESTION_FALLBACKS if k in row), None)
-            if qkey is None:
-                raise BenchmarkFormatError(path, line, "question", f"no question field; pass field_map question=FIELD (row has {sorted(row)[:12]})")
-            text = need(row, qkey, path, line)
-            idkey = fm.get("id")
-            if idkey:
-                if row.get(idkey) is None:
-                    raise BenchmarkFormatError(path, line, idkey, "missing id field")
-                qid = str(row[idkey])
-            else:
-                qid = str(index)
-            if domain == "math":
-                akey = fm.get("answer") or next((k for k in _ANSWER_FALLBACKS if k in row), None)
-                if akey is None:
-                    raise BenchmarkFormatError(path, line, "answer", f"no answer field; pass field_map answer=FIELD (row has {sorted(row)[:12]})")
-                raw = row.get(akey)
-                if isinstance(raw, list) and raw and all(isinstance(x, str) for x in raw):
-                    gold = ", ".join(strip_dollars(x) for x in raw)
-                elif isinstance(raw, (int, float)) and not isinstance(raw, bool):
-                    gold = str(raw)
-                elif isinstance(raw, str) and raw.strip():
-                    gold = _final_from_solution(raw)
-                else:
-                    raise BenchmarkFormatError(path, line, akey, f"expected an answer string, got {raw!r:.80}")
-                meta = {k: v for k, v in row.items() if k not in (qkey, akey) and isinstance(v, (str, int, float, bool, type(None)))}
-                out.append(Question(id=qid, domain="math", text=text, spec=MathSpec(answer=gold), source=source, meta=meta))
-            else:
-                tkey = fm.get("tests", "test_list" if "test_list" in row else "tests")
-                tests = row.get(tkey)
-                if isinstance(tests, str):
-                    tests = [tests]
-                if not isinstance(tests, list) or not tests:
-                    raise BenchmarkFormatError(path, line, tkey, "expected a non-empty list of test statements; pass field_map tests=FIELD")
-                sol = row.get(fm.get("solution", "code")) or None
-                spec = CodeSpec(
-                    entry_point=row.get(fm.get("entry_point", "entry_point")) or mbpp_entry_point(sol or "", [str(t) for t in tests]),
-                    tests=[str(t) for t in tests],
-                    setup=row.get(fm.get("setup", "setup")) or "",
-                    reference_solution=sol,
-                )
-                out.append(Question(id=qid, domain="code", text=text, spec=spec, source=source))
+            with record_errors(path, line, "Question", BenchmarkFormatError):
+                out.append(_mapped_row(row, index, line, path, fm, domain, source))
         if limit is not None and len(out) >= limit:
             break
     return out

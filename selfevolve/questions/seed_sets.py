@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from selfevolve.config import Params
+from selfevolve.inputs import InputError
 from selfevolve.records import Question
 
 
@@ -33,8 +34,10 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
     * a ``.jsonl``/``.json`` file (relative to the project root): ``Question`` records or rows with
       question/answer fields, shuffled with ``seed`` and split into held-out, validation and pool.
 
-    Raises ``FileNotFoundError`` naming ``seeds.data_dir`` when the paper set's files are missing, and
-    ``RecordFileError`` (file, line, field) for a malformed seed file.
+    Raises ``FileNotFoundError`` naming ``seeds.data_dir`` when the paper set's files are missing;
+    for a seeds file, ``InputError`` naming the file and ``seeds.set`` when it is missing or holds
+    too few questions for held-out, validation and a non-empty pool, and ``RecordFileError`` (an
+    ``InputError``: file, line, field) for a malformed or oversized row.
     """
     s = params.seeds
     n_val = s.val_size
@@ -62,7 +65,15 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
         from selfevolve.questions.benchmarks import load_benchmark
 
         path = Path(s.set) if Path(s.set).is_absolute() else Path(root) / s.set
+        if not path.is_file():
+            raise InputError(f"{path}: no such file (seeds.set in params.yaml names it); give the path of a JSON Lines "
+                             "file of questions, relative to the project root, or one of arith, tiny-code, paper")
         items = load_benchmark(path)
+        need = s.heldout_size + n_val + 1
+        if len(items) < need:
+            raise InputError(f"{path}: {len(items)} questions (seeds.set); the seed set needs at least {need}: "
+                             f"seeds.heldout_size ({s.heldout_size}) + seeds.val_size ({n_val}) + 1 for the pool. "
+                             "Add questions to the file (one JSON object per line) or lower those sizes")
         random.Random(params.seed).shuffle(items)
         held, val = items[: s.heldout_size], items[s.heldout_size: s.heldout_size + n_val]
         return items[s.heldout_size + n_val: s.heldout_size + n_val + s.size], val, held

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 from statistics import fmean
 
+from selfevolve.inputs import InputError
 from selfevolve.pool import frontier_weights
 from selfevolve.records import ChallengerRollout, CodeSpec, MathSpec, Question, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
@@ -91,13 +92,14 @@ def challenge(ctx: StageContext) -> dict:
     """Challenger: ``sage.questions_per_cycle`` new questions, each from a reference item drawn from
     the previous pool (questions on the Solver's frontier ``sage.frontier_boost`` times likelier,
     ``selfevolve.pool.frontier_weights``); verifier specs validated (``selfevolve.verifiers.spec``).
-    Writes ``challenge.jsonl``. Raises ``ValueError`` when the previous pool is empty."""
+    Writes ``challenge.jsonl``. Raises ``InputError`` when the previous pool is empty."""
     from selfevolve.verifiers.spec import validate_specs_batch
 
     params = ctx.params
     pool = read_jsonl(ctx.init.pool, Question)
     if not pool:
-        raise ValueError(f"{ctx.init.pool} is empty: the Challenger needs reference items")
+        raise InputError(f"{ctx.init.pool} is empty: the Challenger needs reference items; check seeds.set in params.yaml "
+                         "and re-run the stages before this one (`dvc repro`)")
     rng = ctx.rng("challenge")
     weights = frontier_weights(pool, params.sage.frontier_band, params.sage.frontier_boost)
     refs = rng.choices(pool, weights=weights, k=params.sage.questions_per_cycle)

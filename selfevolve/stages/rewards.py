@@ -37,7 +37,8 @@ def spec_holds(ch: ChallengerRollout, solver_correct: list[float]) -> bool:
 def rewards(ctx: StageContext) -> dict:
     """Every SAGE reward (``selfevolve.rewards``) as ``Rollout`` records, and the new question pool
     (previous pool + gated, de-duplicated Challenger questions, with Solver pass rates).
-    Writes ``rollouts.jsonl`` and ``pool.jsonl``."""
+    Writes ``rollouts.jsonl`` and ``pool.jsonl``. An attempt whose verdict is an infrastructure
+    error (``Verdict.graded`` false) gets no rollout and counts in no pass rate."""
     P, prev, cycle = ctx.paths, ctx.init, ctx.cycle
     sage = ctx.params.sage
     challenges = read_jsonl(P.challenge, ChallengerRollout)
@@ -47,8 +48,9 @@ def rewards(ctx: StageContext) -> dict:
     attempts = read_jsonl(P.attempts, Attempt)
     verdicts = {v.attempt_id: v for v in read_jsonl(P.verdicts, Verdict)}
     correct = defaultdict(list)
-    for a in attempts:
-        correct[a.question_id].append(verdicts[a.id].correct)
+    for a in attempts:  # a verdict the verifier could not give is no outcome: in no reward, no pass rate
+        if verdicts[a.id].graded:
+            correct[a.question_id].append(verdicts[a.id].correct)
 
     valid = {ch.question.id: spec_holds(ch, correct.get(ch.question.id, [])) for ch in challenges if ch.question is not None}
     out: list[Rollout] = []
@@ -70,7 +72,7 @@ def rewards(ctx: StageContext) -> dict:
         s_p = p_scores[qid].score if qid in p_scores else 0.0
         out.append(Rollout(id=p.id, role="planner", group=p.id, question_id=qid, prompt=p.prompt, completion=p.completion,
                            reward=R.planner_reward(s_p, p.format_reward, sage), detail={"s_p": s_p, "r_f": p.format_reward}))
-    for a in attempts:
+    for a in (a for a in attempts if verdicts[a.id].graded):
         s_p = p_scores[a.question_id].score if a.plan_id and a.question_id in p_scores else None
         s_gt = verdicts[a.id].correct
         out.append(Rollout(id=a.id, role="solver", group=f"{a.question_id}-solve", question_id=a.question_id, prompt=a.prompt,

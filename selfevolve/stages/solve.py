@@ -103,9 +103,16 @@ def _solve_block(ctx: StageContext, backend, index: int, questions: list[Questio
     return attempts
 
 
+class VerifyInfraError(RuntimeError):
+    """Too many verdicts of a verify run are infrastructure errors: the grading machine is failing."""
+
+
 def verify(ctx: StageContext) -> dict:
     """External verifiers on every attempt (math grader / code sandbox). Writes ``verdicts.jsonl``;
-    a shard (``--shard K/N``) grades a contiguous range of the attempts."""
+    a shard (``--shard K/N``) grades a contiguous range of the attempts. Verdicts the verifier could
+    not give (``Verdict.graded`` false) are counted apart (``verify_infra_errors``) and left out of
+    the accuracies; above ``verifiers.max_infra_error_rate`` of them the stage raises
+    ``VerifyInfraError`` instead of writing its metrics."""
     from selfevolve.verifiers.grading import verify_answers
 
     P = ctx.paths
@@ -118,11 +125,19 @@ def verify(ctx: StageContext) -> dict:
                               ids=[a.id for a in mine])
 
     verdicts = sharded_rows(P.verdicts, Verdict, len(attempts), compute, ctx.shard, ctx.merge)
+    infra = sum(not v.graded for v in verdicts)
+    limit = ctx.params.verifiers.max_infra_error_rate
+    if verdicts and infra / len(verdicts) > limit:
+        raise VerifyInfraError(f"{infra} of {len(verdicts)} verdicts are infrastructure errors (the sandbox's supervisor "
+                               f"died twice), above verifiers.max_infra_error_rate = {limit:g}: the grading machine is "
+                               f"failing (memory, killed processes); fix it and re-run the stage")
+    graded = [v for v in verdicts if v.graded]
     per_q = defaultdict(list)
-    for v in verdicts:
+    for v in graded:
         per_q[v.question_id].append(v.correct)
     return {
-        "solver_accuracy": fmean(v.correct for v in verdicts) if verdicts else 0.0,
+        "verify_infra_errors": infra,
+        "solver_accuracy": fmean(v.correct for v in graded) if graded else 0.0,
         "questions_with_a_correct_sample": sum(max(c) > 0 for c in per_q.values()) / max(1, len(per_q)),
         "groups_with_reward_spread": sum(0 < fmean(c) < 1 for c in per_q.values()) / max(1, len(per_q)),
     }

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from selfevolve.config import LoraParams, Params
+from selfevolve.inputs import check_model_dir
 from selfevolve.records import Question, Rollout, write_model_summary
 
 Validate = Callable[[object, object], list[int]]
@@ -182,6 +183,7 @@ def load_policy(model_dir: str | Path, lora: LoraParams):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_model_dir(model_dir)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if lora.enabled:
@@ -401,7 +403,9 @@ def train_grpo(model_dir: str | Path, questions: list[Question], validate: Valid
         qs = [by_id[i] for i in question_id]
         outs = [parsers.parse_solver(t, q.domain) for t, q in zip(texts, qs)]
         verdicts = verify_answers(qs, [o.answer for o in outs], params.verifiers)
-        return [R.solver_reward(None, v.correct, o.format_reward, params.sage) for v, o in zip(verdicts, outs)]
+        # None (no reward: TRL leaves the sample out) where the verifier itself failed
+        return [R.solver_reward(None, v.correct, o.format_reward, params.sage) if v.graded else None
+                for v, o in zip(verdicts, outs)]
 
     average = weight_average(model, rl.ema_decay)
     select = CheckpointSelector(average.module if average else model, tok, validate, params)

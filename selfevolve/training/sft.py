@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from selfevolve.inputs import check_model_dir
+
 Chat = list[dict[str, str]]
 
 # A ChatML template that writes each turn in one expression (SmolLM2 and others): '<|im_start|>' + role + NL +
@@ -121,6 +123,7 @@ def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str 
     from trl import SFTConfig, SFTTrainer
 
     t0 = time.time()
+    check_model_dir(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     original_template = tokenizer.chat_template
     tokenizer.chat_template = training_chat_template(tokenizer) or original_template

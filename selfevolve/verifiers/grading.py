@@ -71,7 +71,9 @@ def verify_answers(questions: Sequence[Question], answers: Sequence[str | None],
 
     Math: the answer text is graded against ``spec.answer`` by ``grade_math_batch`` (the final answer
     is extracted from the text). Code: the answer is the program, run in the sandbox against the
-    spec's tests and io cases. A missing or empty answer is wrong with status ``no_answer``.
+    spec's tests and io cases. A missing or empty answer is wrong with status ``no_answer``. A code
+    job the sandbox could not run (its supervisor died twice) has status ``infra_error``: not
+    ``graded``, so no reward and no accuracy counts it.
     Limits come from ``verifiers`` (``math_timeout_s``, ``code_timeout_s``, ``code_memory_mb``,
     ``workers``). Returns one ``Verdict`` per input, in order (``attempt_id`` from ``ids``, else
     the question id). Raises ``ValueError`` when the lengths differ.
@@ -122,14 +124,15 @@ def checkable(question: Question) -> bool:
 
 def verify_fn(verifiers: VerifierParams) -> VerifyFn:
     """:func:`verify_answers` as a ``VerifyFn`` (the form MASS's fitness takes): 1.0 / 0.0 per
-    answer, ``None`` for questions without a checkable spec (MASS judges those pairwise)."""
+    answer, ``None`` for questions without a checkable spec (MASS judges those pairwise) and where
+    the verifier itself failed (``Verdict.graded`` false: never a 0)."""
 
     def verify(questions: list[Question], answers: list[str | None]) -> list[float | None]:
         idx = [i for i, q in enumerate(questions) if checkable(q)]
         out: list[float | None] = [None] * len(questions)
         if idx:
             for i, v in zip(idx, verify_answers([questions[i] for i in idx], [answers[i] for i in idx], verifiers)):
-                out[i] = float(v.correct)
+                out[i] = float(v.correct) if v.graded else None
         return out
 
     return verify

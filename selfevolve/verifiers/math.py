@@ -152,7 +152,8 @@ def grade_math_batch(
     ``prediction_text`` is untrusted model text (its answer is found with ``extract_answer`` using
     ``order``; when the gold lists n answers, the last boxes that hold n answers). Each pair gets ``timeout_s`` seconds of wall clock in a worker process; a pair that
     overruns gets status ``"timeout"`` (its worker is killed and replaced, other pairs are
-    unaffected). ``workers``: number of worker processes, 0 = one per available core. Pairs are
+    unaffected) and keeps, in ``extracted``, the final answer read from its prediction (extracted
+    again on its own, under the same limit). ``workers``: number of worker processes, 0 = one per available core. Pairs are
     sent to workers in chunks. Raises ``ValueError`` for ``timeout_s <= 0`` or an unknown strategy
     name; never for bad prediction text.
     """
@@ -170,8 +171,12 @@ def grade_math_batch(
         if pred is not None and not isinstance(pred, str):
             pred = str(pred)
         tasks.append(("grade", (str(gold) if gold is not None else "", pred, order)))
-    results = _get_pool(workers).run(tasks, timeout_s)
-    return [_to_grade(r) for r in results]
+    pool = _get_pool(workers)
+    results = pool.run(tasks, timeout_s)
+    # an item that timed out keeps the answer it was graded on: extract it alone (string code, fast)
+    lost = [i for i, r in enumerate(results) if r[0] == "timeout" and r[1] is None]
+    hints = dict(zip(lost, pool.run([("extract", tasks[i][1]) for i in lost], timeout_s))) if lost else {}
+    return [_to_grade(r, hints[i][1] if i in hints and hints[i][0] == "extracted" else None) for i, r in enumerate(results)]
 
 
 def grade_math(gold: str, prediction_text: Any, timeout_s: float = 5.0, order: Sequence[str] = DEFAULT_ORDER) -> MathGrade:

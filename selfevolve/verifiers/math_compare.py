@@ -239,9 +239,18 @@ def _validate_answer(answer: Any) -> tuple[bool, str]:
     return True, "ok"
 
 
+def _extract_only(gold: str, prediction: Any, order: tuple[str, ...]) -> tuple[str, str | None, str]:
+    """("extracted", the final answer ``_grade_pair`` would compare, "") without comparing it: what a
+    timed-out item keeps."""
+    gold_main, _ = split_conditions(normalize_answer(gold if isinstance(gold, str) else str(gold)))
+    return "extracted", extract_final_answer(prediction, order, len(split_top_level(gold_main)) if gold_main else 1), ""
+
+
 def _run_op(op: str, args: tuple) -> tuple:
     if op == "grade":
         return _grade_pair(*args)
+    if op == "extract":
+        return _extract_only(*args)
     if op == "validate":
         ok, reason = _validate_answer(*args)
         return ("ok" if ok else "invalid", None, reason)

@@ -21,9 +21,12 @@ Isolation properties and how each is enforced (``SandboxResult.isolation`` lists
 --------------------------------------------------------------------------------------------------
 * separate process, clean interpreter: always (zygote fork, scrubbed environment, ``sys.argv``,
   ``sys.path`` without the working directory, ``__main__`` replaced; ``random`` reseeded per job).
-* time: wall-clock deadline enforced by the parent (``timeout_s`` + 0.25 s; the whole process
-  group is SIGKILLed, and with a pid namespace everything in it dies with its pid 1) and
-  ``RLIMIT_CPU`` = ceil(timeout_s) (the kernel SIGKILLs at the hard limit). Always.
+* time: the verdict is CPU time: ``RLIMIT_CPU`` = ceil(timeout_s) (the kernel SIGKILLs at the hard
+  limit) and a job that finishes over ``timeout_s`` of CPU is a timeout, so load on the machine
+  never fails an honest job. A wall-clock backstop enforced by the parent
+  (``sandbox_zygote.wall_backstop_s``: 3 x ``timeout_s`` + 1.25 s; the whole process group is
+  SIGKILLed, and with a pid namespace everything in it dies with its pid 1) ends programs that
+  wait instead of computing. A batch runs at most one job per core. Always.
 * memory: ``RLIMIT_AS`` = ``memory_mb`` (includes the ~30 MB of the interpreter itself). Always.
 * processes and threads: ``RLIMIT_NPROC`` = 1, so ``fork``/``clone`` (threads too) fail with EAGAIN.
   The kernel ignores RLIMIT_NPROC for uid 0, so when the pipeline runs as root the job runs under
@@ -123,7 +126,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
-from selfevolve.verifiers.sandbox_models import CodeJob, SandboxError, SandboxResult, Status, TestResult  # noqa: F401
+from selfevolve.verifiers.sandbox_models import INFRA_STATUSES, CodeJob, SandboxError, SandboxResult, Status, TestResult  # noqa: F401
 from selfevolve.verifiers.sandbox_zygote import _parse_frames  # noqa: F401 - re-exported (tests decode frames)
 from selfevolve.verifiers.sandbox_zygote import _short, _Zygote, _ZygoteDied
 
@@ -139,6 +142,7 @@ __all__ = [
     "shutdown_default_pool",
     "default_pool",
     "ALL_FEATURES",
+    "INFRA_STATUSES",
 ]
 
 #: kernel-level features the probe may enable (``audit`` and rlimits are always on)
@@ -256,7 +260,8 @@ class SandboxPool:
 
     # -- public
     def run(self, job: CodeJob) -> SandboxResult:
-        """Run one job; see ``run_tests``."""
+        """Run one job; see ``run_tests``. A supervisor that dies on the job is replaced and the job
+        run once more; a second death gives status ``infra_error`` (not the program's fault)."""
         if not job.tests and not job.io_cases:
             return SandboxResult(status="error", detail=NO_TESTS_DETAIL)
         for attempt in range(2):
@@ -266,7 +271,7 @@ class SandboxPool:
             except _ZygoteDied as exc:
                 self._discard(z)
                 if attempt == 1:
-                    return SandboxResult(status="error", detail=f"sandbox supervisor died: {exc}",
+                    return SandboxResult(status="infra_error", detail=f"sandbox supervisor died twice: {exc}",
                                          tests=[TestResult(index=i, source=_short(s, 2000), passed=False,
                                                            error="sandbox supervisor died")
                                                 for i, s in enumerate(job.tests)])
@@ -279,11 +284,12 @@ class SandboxPool:
         raise AssertionError("unreachable")
 
     def run_batch(self, jobs: Sequence[CodeJob], workers: int = 0) -> list[SandboxResult]:
-        """Run ``jobs`` on up to ``workers`` zygotes (0 = pool size); results in input order."""
+        """Run ``jobs`` on up to ``workers`` zygotes (0 = pool size), never more than the cores this
+        process may use (more would only make the jobs wait on each other); results in input order."""
         jobs = list(jobs)
         if not jobs:
             return []
-        n = min(len(jobs), workers or self.max_workers)
+        n = min(len(jobs), workers or self.max_workers, _cpu_count())
         if n <= 1:
             return [self.run(j) for j in jobs]
         self.warm(n)
@@ -379,7 +385,7 @@ def run_tests(job: CodeJob, pool: SandboxPool | None = None) -> SandboxResult:
 
 
 def run_tests_batch(jobs: Sequence[CodeJob], workers: int = 0, pool: SandboxPool | None = None) -> list[SandboxResult]:
-    """Run many jobs on a pool of ``workers`` sandbox supervisors (0 = one per core).
+    """Run many jobs on a pool of ``workers`` sandbox supervisors (0 = one per core; at most one per core).
 
     Returns one ``SandboxResult`` per job, in input order. Raises ``SandboxError`` only when the
     sandbox cannot start.

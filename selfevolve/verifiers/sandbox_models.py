@@ -9,9 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from selfevolve.records import IOCase
+from selfevolve.records import INFRA_STATUSES, IOCase  # noqa: F401 - re-exported
 
-Status = Literal["passed", "failed", "timeout", "memory", "error"]
+Status = Literal["passed", "failed", "timeout", "memory", "error", "infra_error"]
 
 
 class SandboxError(RuntimeError):
@@ -27,7 +27,9 @@ class CodeJob(BaseModel):
     tests, in the tests' namespace (MBPP's ``test_setup_code``). ``io_cases``: stdin/stdout pairs;
     for each one the program runs afresh as ``__main__`` with that stdin and its stdout is compared
     (trailing whitespace per line and trailing blank lines ignored). ``timeout_s`` (seconds, wall
-    and CPU) and ``memory_mb`` (address space, MiB) bound the whole job. ``strict_equality``:
+    and CPU) and ``memory_mb`` (address space, MiB) bound the whole job: the verdict on time is
+    CPU time, so a busy machine does not fail a job; wall-clock time is only a backstop
+    (``sandbox_zygote.wall_backstop_s``) for a program that waits instead of computing. ``strict_equality``:
     reject comparisons through user-defined dunders in tests (see ``selfevolve.verifiers.sandbox``).
     A job with neither tests nor io cases checks nothing: running it gives status ``error``.
     """
@@ -66,7 +68,8 @@ class SandboxResult(BaseModel):
     not), ``timeout`` (wall or CPU limit), ``memory`` (a MemoryError under the address-space
     limit), ``error`` (the program or setup did not load: syntax error, exception at top level;
     or the process died without reporting; or the job has no tests and no io cases, so nothing
-    could pass: the program is then not run). ``tests`` has one entry per assert test then per io
+    could pass: the program is then not run), ``infra_error`` (the sandbox failed, not the program:
+    its supervisor died on the job and on one retry; ``INFRA_STATUSES``). ``tests`` has one entry per assert test then per io
     case; when the harness did not finish, none of them is passed. ``duration_s`` is the wall
     time of the job in seconds; ``cpu_s`` its CPU time. ``isolation`` lists the features in force.
     """

@@ -26,7 +26,17 @@ from selfevolve.verifiers.sandbox_models import CodeJob, SandboxError, SandboxRe
 TAIL_BYTES = 4096          # stdout_tail / stderr_tail
 IO_OUTPUT_CAP = 1 << 20    # per io case stdout returned to the parent
 FSIZE_BYTES = 16 << 20     # RLIMIT_FSIZE: largest file (and captured stream) a job may write
-WALL_GRACE_S = 0.25        # wall deadline = timeout_s + grace
+WALL_GRACE_S = 0.25        # added to the wall-clock backstop
+#: The verdict on time is CPU time (``timeout_s`` of it; RLIMIT_CPU kills at ceil(timeout_s)), which
+#: a busy machine does not change. Wall-clock time only backstops programs that wait instead of
+#: computing (sleep, a blocked read): ``WALL_BACKSTOP_FACTOR * timeout_s + 1 s``, so a job that
+#: gets a third of a core still finishes.
+WALL_BACKSTOP_FACTOR = 3.0
+
+
+def wall_backstop_s(timeout_s: float) -> float:
+    """Seconds of wall clock after which a job of ``timeout_s`` seconds (CPU) is killed."""
+    return WALL_BACKSTOP_FACTOR * timeout_s + 1.0 + WALL_GRACE_S
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,7 +213,7 @@ class _Zygote:
                 raise _ZygoteDied(str(exc)) from exc
             if not started or started.get("op") != "started":
                 raise _ZygoteDied("no start acknowledgement")
-            deadline = t0 + job.timeout_s + WALL_GRACE_S
+            deadline = t0 + wall_backstop_s(job.timeout_s)
             eof = False
             sock_fd = self.sock.fileno()
             poller = select.poll()  # not select.select: a big pipeline process may hold fds >= 1024
@@ -347,6 +357,10 @@ def _interpret(job: CodeJob, data: bytes, nonce: bytes, exit_msg: dict, timed_ou
                 ok, err = False, f"wrong output: expected {_short(case.stdout, 120)!r}, got {_short(text, 120)!r}"
             tests.append(TestResult(index=i, kind="io", source=src, passed=ok is True,
                                     error=None if ok is True else (err or "failed"), output=_short(text, 4096)))
+        if cpu > job.timeout_s:  # finished, but over its CPU time (RLIMIT_CPU counts whole seconds)
+            reason = f"timeout: CPU limit of {job.timeout_s:g} s exceeded ({cpu:.2f} s)"
+            return SandboxResult(status="timeout", tests=[t.model_copy(update={"passed": False, "error": t.error or reason})
+                                                          for t in tests], detail=reason, **base)
         if load_error is None and all(t.passed for t in tests):
             return SandboxResult(status="passed", tests=tests, **base)
         if memory_hit:
@@ -381,7 +395,8 @@ def _interpret(job: CodeJob, data: bytes, nonce: bytes, exit_msg: dict, timed_ou
     # SIGXCPU, or a SIGKILL we did not send after real CPU use: the kernel's RLIMIT_CPU hard limit
     cpu_exceeded = killed_by == 24 or (killed_by == 9 and not exit_msg.get("killed") and cpu >= cpu_limit * 0.5)
     if timed_out or cpu_exceeded:
-        reason = f"timeout: {'CPU' if cpu_exceeded and not timed_out else 'wall-clock'} limit of {job.timeout_s:g} s exceeded"
+        reason = (f"timeout: CPU limit of {job.timeout_s:g} s exceeded" if cpu_exceeded and not timed_out else
+                  f"timeout: wall-clock backstop of {wall_backstop_s(job.timeout_s):g} s exceeded ({cpu:.2f} s CPU)")
         return SandboxResult(status="timeout", tests=not_run(reason), detail=reason, **base)
     if killed_by is not None:
         how = f"killed by signal {killed_by}"
