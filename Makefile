@@ -17,7 +17,7 @@ export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test serve ui screenshots figures push pull bench bench-sage summary clean-outputs help
+.PHONY: install run test serve ui screenshots figures push pull bench bench-sage bench-compound summary clean-outputs help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -68,3 +68,6 @@ bench: install  ## performance benchmarks (print ratios)
 
 bench-sage: install  ## SAGE vs ablations over 3 cycles on 1,200 held-out questions (~30 min; needs models/base from `make run`)
 	$(BIN)/python benchmarks/bench_sage.py
+
+bench-compound: install  ## compounding: 6 cycles from a warm start per seed (0, 1), SAGE+MASS vs no MASS vs control (hours on 2 cores)
+	$(BIN)/python benchmarks/bench_compound.py

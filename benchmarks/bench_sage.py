@@ -50,6 +50,7 @@ VARIANTS: dict[str, dict[str, object]] = {
     "no_planner": {"sage.ablation.planner": False},
     "no_challenger_training": {"sage.ablation.train_challenger": False},
     "no_solver_training": {"sage.ablation.train_solver": False},
+    "no_mass": {"mass.enabled": False},
     "control": {"sage.ablation.train_solver": False, "rl.other_roles_fraction": 0.0},
 }
 
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> dict:
                                  epilog="\n".join(__doc__.splitlines()[1:]))
     ap.add_argument("--root", type=Path, default=ROOT, help="project holding models/base and data/cycles/base (after `make run`)")
     ap.add_argument("--params", type=Path, default=None, help="params file (default <root>/params.yaml)")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {', '.join(VARIANTS)}")
+    ap.add_argument("--variants", default=",".join(v for v in VARIANTS if v != "no_mass"),
+                    help=f"comma-separated, from {', '.join(VARIANTS)} (no_mass differs from full only with --with-mass)")
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--heldout", type=int, default=None, help="held-out questions per split (default: all of the campaign's)")
     ap.add_argument("--out", type=Path, default=None, help="work and result folder (default <root>/reports/sage_benchmark)")
