@@ -1,6 +1,5 @@
-"""MASS workflow search (Zhou et al. 2025, "Multi-Agent Design: Optimizing Agents with Better Prompts
-and Topologies"; reference implementation SakanaAI/mass), extended with a population, verifier
-fitness and merges (docs/design.md, "MASS").
+"""MASS workflow search ("Recursive Self-Improvement through Multi-Agent Self-Supervision",
+SakanaAI; reference code SakanaAI/mass), extended with a population, verifier fitness and merges (docs/design.md, "MASS").
 
 Modules:
 

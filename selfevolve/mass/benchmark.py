@@ -1,6 +1,6 @@
 """Champion vs single agent on held-out questions: the MASS benchmark of one model.
 
-MASS (Zhou et al. 2025) reports a searched design's accuracy beside the single-agent ("no harness")
+MASS (SakanaAI/mass) reports a searched design's accuracy beside the single-agent ("no harness")
 run of the same model, and its performance per output token. ``champion_vs_single_agent`` runs
 both designs greedily on the same held-out questions of the champion's domain, graded by the
 external verifiers, and returns one row per design plus flat metrics. The ``evaluate`` stage runs

@@ -1,7 +1,6 @@
 """Workflow designs as data, their guardrails and the seed designs.
 
-A *workflow design* (MASS: Zhou et al. 2025, "Multi-Agent Design: Optimizing Agents with Better
-Prompts and Topologies"; reference implementation SakanaAI/mass) is a small JSON document:
+A *workflow design* (MASS ("Recursive Self-Improvement through Multi-Agent Self-Supervision", SakanaAI; reference code SakanaAI/mass)) is a small JSON document:
 
 - ``agents``: agent nodes, each ``{agent_id, role, instruction}`` (the reference's schema);
 - ``orchestrator``: the agent that receives the question first (the entry of the routing DAG);

@@ -1,4 +1,4 @@
-"""Fitness of a workflow design (MASS, Zhou et al. 2025; reference SakanaAI/mass).
+"""Fitness of a workflow design (MASS ("Recursive Self-Improvement through Multi-Agent Self-Supervision", SakanaAI; reference code SakanaAI/mass)).
 
 A design's fitness on a sample of questions is the mean per-run score: the verifier's outcome
 (the injected ``VerifyFn``: math grader or code sandbox) or, for questions the verifier cannot decide

@@ -1,8 +1,9 @@
 """Structural operators on workflow designs: the fallback when a model-written design fails the
 guardrails, and the structural "combine strengths" merge.
 
-MASS (Zhou et al. 2025) optimises prompts (instructions) and topologies (which agents, how they
-are wired); the reference implementation (SakanaAI/mass) lets the model rewrite the design. With a
+MASS (SakanaAI/mass) optimises prompts (instructions) and topologies (which agents, how they are
+wired; the idea of searching both is also that of Zhou et al. 2025, "Multi-Agent Design: Optimizing
+Agents with Better Prompts and Topologies"); the reference implementation (SakanaAI/mass) lets the model rewrite the design. With a
 small model that rewrite almost never passes the guardrails, so the search falls back to these
 operators: add an agent, remove an agent, rewire (add/remove an edge, toggle what an edge
 extracts), change an instruction, and add/remove/retune the acceptance gate. Every operator works on

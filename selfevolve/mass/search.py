@@ -1,6 +1,6 @@
 """MASS workflow search: a population of designs evolved by the model itself, with verifiers as fitness.
 
-What the reference does (MASS, Zhou et al. 2025; SakanaAI/mass): sequential refinement per task.
+What the reference does (MASS ("Recursive Self-Improvement through Multi-Agent Self-Supervision", SakanaAI; reference code SakanaAI/mass)): sequential refinement per task.
 Run the current design, judge it pairwise against a single-agent run of the bare task, let the same
 model rewrite the design from the run's evidence, keep a champion, and when the champion is older
 than the current design ask the model to combine their strengths. Guardrails are validity checks
