@@ -122,9 +122,8 @@ class ArithParams(_Section):
     foothold_short: int = Field(2, ge=1, le=10, description="the short operand of a foothold has up to this many digits")
     frontier_levels: list[int] = Field(default_factory=lambda: [4], min_length=1, description="held-out frontier: "
                                        "two-operand forms of these levels with more digits than foothold_short in the shorter operand")
-    reach_levels: list[int] = Field(default_factory=lambda: [5, 6], description="held-out rungs beyond the frontier (split "
-                                    "'beyond', never supervised): the same kind of forms at these levels; they measure how far "
-                                    "a campaign reaches (heldout_reach_50 / heldout_reach_90)")
+    reach_levels: list[int] = Field(default_factory=lambda: [5, 6], description="held-out rungs beyond the frontier "
+                                    "(split 'beyond', never supervised): how far a campaign reaches (heldout_reach_50/90)")
 
     @model_validator(mode="after")
     def _frontier_beyond_seed(self) -> "ArithParams":
@@ -243,10 +242,9 @@ class RLParams(_Section):
     grpo_num_generations: int = Field(4, ge=2)
     eval_every: int = Field(20, ge=1, description="reinforce_pp/grpo: steps between validation checks")
     eval_questions: int = Field(1000, ge=1, description="validation questions (balanced over the validation splits)")
-    selection: Literal["progress", "significant"] = Field("progress", description="which checkpoint a cycle keeps: progress = "
-                                                          "the trained model unless it lost accuracy on the levels being moved "
-                                                          "(frontier, rungs beyond) or more than retention_tolerance on the seed "
-                                                          "forms; significant = only a significant validation gain (select_p)")
+    selection: Literal["progress", "significant"] = Field("progress", description="progress: keep the trained model unless "
+                                                          "it lost on the levels being moved or > retention_tolerance on the seed "
+                                                          "forms; significant: only a significant validation gain (select_p)")
     retention_tolerance: float = Field(0.01, ge=0.0, le=1.0, description="progress: seed-form validation accuracy a kept "
                                        "checkpoint may lose against the starting model")
     select_p: float = Field(0.05, gt=0.0, le=1.0, description="significant: a trained model replaces the starting one only if its "
