@@ -83,7 +83,11 @@ def _tok():
 
 def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
     """A probe below ``bootstrap.min_frontier_pass`` buys extra rounds (each of ``extra_steps``),
-    until it is reached or ``extra_rounds`` are spent; the probe sees the model being trained."""
+    until it is reached or ``extra_rounds`` are spent; the probe sees the model being trained, and
+    the round with the best probe is the model saved (more training can lose a foothold)."""
+    import torch
+    from safetensors.torch import load_file
+
     from selfevolve.embedded.warm_start import run_bootstrap
 
     p = Params()
@@ -92,14 +96,19 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
     seen, answers = [], iter([0.0, 0.1, 0.25, 0.9])
 
     def probe(model, tok):
-        seen.append(sum(float(t.sum()) for t in model.parameters()))
+        seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
         return next(answers)
 
     summary, _ = run_bootstrap(p, tmp_path / "m", probe=probe)
     assert [r["frontier_pass"] for r in summary["rounds"]] == [0.0, 0.1, 0.25]
+    assert [r["kept"] for r in summary["rounds"]] == [False, False, True]
     assert summary["extra_rounds"] == 2 and summary["steps"] == 3 + 2 * 2
-    assert len(set(seen)) == 3  # the weights changed between checks
-    p.bootstrap.extra_rounds = 1
-    answers = iter([0.0, 0.0, 0.0])
-    summary, _ = run_bootstrap(p, tmp_path / "n", probe=lambda m, t: next(answers))
-    assert summary["extra_rounds"] == 1 and summary["steps"] == 5
+    assert not torch.equal(seen[0]["model.norm.weight"], seen[2]["model.norm.weight"])  # the weights changed between checks
+
+    # every extra round worse than the first: the first round's weights are saved
+    p.bootstrap.extra_rounds = 2
+    seen, answers = [], iter([0.1, 0.05, 0.0])
+    summary, _ = run_bootstrap(p, tmp_path / "n", probe=probe)
+    assert summary["extra_rounds"] == 2 and summary["steps"] == 7 and [r["kept"] for r in summary["rounds"]] == [True, False, False]
+    saved = load_file(tmp_path / "n" / "model.safetensors")
+    assert all(torch.equal(saved[k], seen[0][k]) for k in saved)
