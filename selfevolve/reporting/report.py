@@ -28,7 +28,9 @@ and writes into ``out_dir`` (default ``<root>/reports``):
 
 With ``track=True`` the report is logged to MLflow as the nested run ``campaign/report`` of the
 campaign's experiment (``selfevolve.tracking.stage_run``: a re-run replaces it), with the files as
-artifacts under ``report/`` and each numeric series as metrics with ``step`` = cycle index.
+artifacts under ``report/`` and each numeric series as metrics with ``step`` = cycle index; then
+each cycle's headline metrics go on its cycle run and its model into the Model Registry
+(``selfevolve.model_registry.publish_cycles``).
 Nothing here raises for missing or malformed stage outputs (they are listed under "Missing data");
 a missing or invalid params file raises ``ParamsError``.
 """
@@ -215,5 +217,9 @@ def build_report(root: str | Path = ".", out_dir: str | Path | None = None, para
     run_id = None
     if track:
         run_id = _log_to_mlflow(data, series, [report, *figures.values(), *series_files.values()], root)
+        from selfevolve.model_registry import publish_cycles
+
+        inits = {c: str((v or {}).get("init", "")) for c, v in (data.params.get("cycles") or {}).items()}
+        publish_cycles(data.campaign, root, data.cycles[1:], inits)
     log.info("report for campaign %s (%s): %s, %d figures", data.campaign, ", ".join(data.cycles), report, len(figures))
     return {"report": report, "figures": figures, "series": series_files, "missing": data.missing, "run_id": run_id}
