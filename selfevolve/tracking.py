@@ -27,19 +27,18 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from selfevolve.headline import HEADLINE
+
 log = logging.getLogger(__name__)
 
 TAG_CYCLE, TAG_STAGE, TAG_KIND = "selfevolve.cycle", "selfevolve.stage", "selfevolve.kind"
 TAG_PID, TAG_HOST = "selfevolve.pid", "selfevolve.host"
 #: MLflow's experiment-type tag: ``custom_model_development`` makes its UI show runs, metrics and charts.
 EXPERIMENT_KIND = "mlflow.experimentKind"
-#: Metrics shown first when comparing the cycles (``selfevolve ui`` puts them in the runs table).
+#: Metrics shown first when comparing the cycles (``selfevolve ui`` puts them in the runs table):
+#: the headline metrics under their readable names (``selfevolve.model_registry`` logs them).
 SHARED_VIEW_TAG, CYCLES_VIEW = "mlflow.sharedViewState.", "selfevolve-cycles"
-HEADLINE_METRICS = ("heldout_frontier_accuracy", "heldout_beyond_accuracy", "heldout_reach_50", "heldout_seed_accuracy",
-                    "heldout_frontier_p_vs_base", "pool_growth",
-                    "self_labels", "best_val_accuracy")
-
-
+HEADLINE_METRICS = tuple(f"headline/{h.name}" for h in HEADLINE)
 #: Outputs (models included) larger than this are logged to MLflow as a pointer (path and size), not copied.
 MAX_ARTIFACT_BYTES = 500_000_000
 #: Prefect's flow-run id, handed by the orchestration to the stage processes it starts.
