@@ -26,16 +26,17 @@ class Headline:
     stage: str
     key: str
     kind: str
+    dvc: str | None = None  # its field in the DVC headline file (``dvc_row``); None: not there
 
 
 HEADLINE: tuple[Headline, ...] = (
-    Headline("frontier accuracy", "frontier", "evaluate", "heldout_frontier_accuracy", "accuracy"),
-    Headline("frontier p vs base", "frontier\np", "evaluate", "heldout_frontier_p_vs_base", "p"),
-    Headline("seed accuracy", "seed", "evaluate", "heldout_seed_accuracy", "accuracy"),
+    Headline("frontier accuracy", "frontier", "evaluate", "heldout_frontier_accuracy", "accuracy", "frontier"),
+    Headline("frontier p vs base", "frontier\np", "evaluate", "heldout_frontier_p_vs_base", "p", "p_frontier"),
+    Headline("seed accuracy", "seed", "evaluate", "heldout_seed_accuracy", "accuracy", "seed"),
     Headline("seed p vs base", "seed\np", "evaluate", "heldout_seed_p_vs_base", "p"),
-    Headline("beyond accuracy", "beyond", "evaluate", "heldout_beyond_accuracy", "accuracy"),
-    Headline("reach 50", "reach\n50%", "evaluate", "heldout_reach_50", "digits"),
-    Headline("reach 90", "reach\n90%", "evaluate", "heldout_reach_90", "digits"),
+    Headline("beyond accuracy", "beyond", "evaluate", "heldout_beyond_accuracy", "accuracy", "beyond"),
+    Headline("reach 50", "reach\n50%", "evaluate", "heldout_reach_50", "digits", "reach50"),
+    Headline("reach 90", "reach\n90%", "evaluate", "heldout_reach_90", "digits", "reach90"),
     Headline("self-labels", "self-\nlabels", "datasets", "self_labels", "count"),
     Headline("pool growth", "pool\ngrowth", "rewards", "pool_growth", "count"),
     Headline("rl kept", "kept\nRL", "train_rl", "best_step", "flag"),
@@ -58,6 +59,18 @@ def fmt(value: float | int | None, kind: str) -> str:
     if kind == "flag":
         return "yes" if value else "no"
     return str(int(value))
+
+
+def dvc_row(metrics: dict[str, float]) -> dict[str, float | str]:
+    """One cycle's line of the DVC headline file (``reports/headline/<cycle>.json``): the headline
+    metrics that have a ``dvc`` field, under it, few enough that ``dvc metrics show`` of the
+    folder fits 100 columns; p-values as text (``2.7e-19``: DVC would round the number to 0.0)."""
+    out: dict[str, float | str] = {}
+    for h in HEADLINE:
+        if h.dvc and h.name in metrics:
+            v = metrics[h.name]
+            out[h.dvc] = fmt(v, h.kind) if h.kind == "p" else (round(v, 4) if h.kind == "accuracy" else int(v))
+    return out
 
 
 def _number(v) -> float | None:

@@ -45,7 +45,7 @@ from typing import Any
 from selfevolve.paths import reports_dir
 from selfevolve.reporting.collect import CampaignData, collect_campaign
 from selfevolve.reporting.figures import FIGURES, render_figures
-from selfevolve.reporting.series import ROLES, SERIES, compute_series
+from selfevolve.reporting.series import PLOTS_PAGE, ROLES, SERIES, compute_series, write_plots_page
 
 log = logging.getLogger("selfevolve")
 
@@ -193,6 +193,25 @@ def _log_to_mlflow(data: CampaignData, series: dict, files: list[Path], root: Pa
         return run.run_id
 
 
+def _write_headline_files(root: Path, cycles: list[str], folder: Path) -> list[Path]:
+    """``<folder>/<cycle>.json``: each cycle's headline metrics for ``dvc metrics show reports/headline``
+    (``selfevolve.headline.dvc_row``); a cycle without them gets no file (an old one is removed)."""
+    from selfevolve import headline
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import write_json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for c in cycles:
+        row, path = headline.dvc_row(headline.read(cycle_paths(c, root).metrics_dir)), folder / f"{c}.json"
+        if row:
+            write_json(path, row)
+            files.append(path)
+        else:
+            path.unlink(missing_ok=True)
+    return files
+
+
 def build_report(root: str | Path = ".", out_dir: str | Path | None = None, params_path: str | Path | None = None,
                  track: bool = True) -> dict:
     """Collect, plot, write and (``track``) log the campaign report (see the module docstring).
@@ -212,6 +231,8 @@ def build_report(root: str | Path = ".", out_dir: str | Path | None = None, para
         path = out_dir / f"{name}.json"
         write_json(path, series[name])
         series_files[name] = path
+    _write_headline_files(root, data.cycles, out_dir / "headline")
+    write_plots_page(root / PLOTS_PAGE)
     figures = render_figures(data, series, out_dir)
     report = write_markdown(data, series, figures, series_files, out_dir)
     run_id = None
