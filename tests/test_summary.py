@@ -38,3 +38,14 @@ def test_summary_fits_100_columns_and_prints_p_values(tmp_path, monkeypatch):
 def test_p_values_never_print_as_zero():
     assert headline.fmt(2.72109334e-19, "p") == "2.7e-19" and headline.fmt(0.0004, "p") == "0.0004"
     assert headline.fmt(0.05, "p") == "0.05" and headline.fmt(1.0, "p") == "1" and headline.fmt(None, "p") == "-"
+
+
+def test_markdown_summary_has_every_headline_metric_and_links():
+    from selfevolve.reporting.summary import markdown
+
+    md = markdown([{"cycle": "base", "frontier accuracy": 0.308}, {"cycle": "c1", "frontier p vs base": 2.7e-19}],
+                  {"report": "reports/report.md"})
+    lines = md.splitlines()
+    assert lines[0].count("|") == len(headline.HEADLINE) + 2 and "frontier p vs base" in lines[0]
+    assert lines[2].startswith("| base | 0.308 |") and "| 2.7e-19 |" in lines[3]
+    assert lines[-1] == "- report: reports/report.md"

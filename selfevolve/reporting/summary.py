@@ -39,6 +39,17 @@ def render(rows: list[dict], width: int | None = None) -> str:
     return console.export_text()
 
 
+def markdown(rows: list[dict], links: dict[str, str] | None = None) -> str:
+    """``rows`` (as :func:`campaign_summary` returns them) as a markdown table, followed by
+    ``links`` (``{what: url or path}``) as a list: the campaign's summary where markdown is shown
+    (the Prefect flow run's artifact)."""
+    head = ["cycle", *(h.name for h in headline.HEADLINE)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * len(headline.HEADLINE)]
+    lines += ["| " + " | ".join([r["cycle"], *(headline.fmt(r.get(h.name), h.kind) for h in headline.HEADLINE)]) + " |" for r in rows]
+    lines += ["", *(f"- {what}: {url}" for what, url in (links or {}).items())]
+    return "\n".join(lines)
+
+
 def campaign_summary(root: str | Path = ".", cycles: list[str] | None = None, width: int | None = None) -> dict:
     """Returns ``rows`` (per cycle, ``base`` first: ``cycle`` and the headline metrics by readable
     name, missing ones absent), ``table`` (:func:`render` at ``width``) and ``next`` (hints).
