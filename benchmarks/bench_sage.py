@@ -194,10 +194,10 @@ def log_mlflow(base: Path, campaign: str, results: dict, table: str, out: Path, 
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    from selfevolve.tracking import _experiment_id, tracking_uri
+    from selfevolve.tracking import experiment_id, tracking_uri
 
     client = MlflowClient(tracking_uri=tracking_uri(base))
-    exp_id = _experiment_id(client, f"{campaign}-sage-benchmark", base)
+    exp_id = experiment_id(client, f"{campaign}-sage-benchmark", base)
     mlflow.set_tracking_uri(tracking_uri(base))
     acc = lambda xs: sum(xs) / len(xs)  # noqa: E731
     setting = " ".join(sorted(overrides)) or "defaults"

@@ -15,7 +15,20 @@ from tasks import stages
 from tasks.dispatch import run_stages
 
 
-@flow(name="campaign", log_prints=True)
+def run_name() -> str:
+    """The flow run's name: the campaign (params.yaml) and the cycles it runs, e.g. ``tiny-arith: base..c2``."""
+    from prefect.runtime import flow_run
+
+    from selfevolve.config import load_params
+
+    p = flow_run.parameters or {}
+    params = load_params(f"{p.get('root', stages.ROOT)}/params.yaml")
+    names = params.cycle_names()
+    n = len(names) if p.get("cycles") is None else int(p["cycles"])
+    return f"{params.campaign}: base..{names[n - 1]}" if n >= 1 else params.campaign
+
+
+@flow(name="campaign", log_prints=True, flow_run_name=run_name)
 def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_lock: bool = True) -> dict:
     """Run the first ``cycles`` cycles of params.yaml (default: all of them), then the report; with ``commit_lock``, commit
     ``dvc.lock`` (the record of what was made) to the project's git repository, so that it travels
@@ -36,7 +49,26 @@ def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_loc
         stages.commit_lock(f"campaign: dvc.lock after {', '.join(['base', *names[:cycles]])}", root=root)
     summary = campaign_summary(root, names[:cycles])
     get_run_logger().info("campaign finished:\n%s", summary["table"])
+    publish_summary(params.campaign, root, summary["rows"])
     return summary
+
+
+def publish_summary(campaign: str, root: str, rows: list[dict]) -> None:
+    """The campaign's headline table as the flow run's markdown artifact (key ``<campaign>-summary``),
+    with where to look next: the report and the MLflow cycles view (``selfevolve ui``)."""
+    import re
+
+    from prefect.artifacts import create_markdown_artifact
+
+    from selfevolve.reporting.summary import markdown
+
+    links = {"report": f"{root}/reports/report.md",
+             "the cycles in MLflow": "`selfevolve ui` (or `make ui`) prints the link to the cycles view; "
+                                     f"registered model `{campaign}`, alias `champion`",
+             "DVC": "`dvc metrics show reports/headline`, `dvc plots show`"}
+    key = re.sub(r"[^a-z0-9-]+", "-", f"{campaign}-summary".lower())
+    create_markdown_artifact(markdown=f"# Campaign {campaign}\n\n" + markdown(rows, links), key=key,
+                             description=f"headline metrics per cycle of campaign {campaign}")
 
 
 def _interrupt(signum, frame):

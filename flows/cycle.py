@@ -8,7 +8,7 @@ from tasks import stages
 from tasks.dispatch import run_stages
 
 
-@flow(name="cycle", log_prints=True)
+@flow(name="cycle", log_prints=True, flow_run_name="cycle {name}")
 def cycle(name: str, root: str = str(stages.ROOT)) -> str:
     """Run cycle ``name`` (a key of params.yaml ``cycles``): the stages of
     ``selfevolve.stages.registry.CYCLE_STAGES`` (challenge -> ... -> evaluate), a sharded stage as

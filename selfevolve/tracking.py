@@ -10,7 +10,13 @@ sweeps it: deleted when a finished run of the same stage exists (DVC may restore
 outputs from its cache without running the stage again), otherwise marked KILLED.
 
 Tracking URI: ``MLFLOW_TRACKING_URI`` when set (any server), else the local store
-``sqlite:///<root>/mlflow/mlflow.db`` with artifacts under ``<root>/mlflow/artifacts``.
+``sqlite:///<root>/mlflow/mlflow.db`` with artifacts under ``<root>/mlflow/artifacts``. The local
+store is re-rootable: a copied or moved project rewrites the artifact locations its store holds
+to its own ``mlflow/artifacts`` the first time it is used (:func:`reroot_local_store`), so it
+reads and writes its own artifacts, never the original's.
+
+Every stage run carries its lineage (:func:`lineage_tags`): the git commit (MLflow's Source
+column), the SHA-256 of ``dvc.lock`` when the run started, and the Prefect flow run that ran it.
 """
 
 from __future__ import annotations
@@ -21,32 +27,125 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from selfevolve.headline import HEADLINE
+
 log = logging.getLogger(__name__)
 
 TAG_CYCLE, TAG_STAGE, TAG_KIND = "selfevolve.cycle", "selfevolve.stage", "selfevolve.kind"
 TAG_PID, TAG_HOST = "selfevolve.pid", "selfevolve.host"
 #: MLflow's experiment-type tag: ``custom_model_development`` makes its UI show runs, metrics and charts.
 EXPERIMENT_KIND = "mlflow.experimentKind"
-#: Metrics shown first when comparing the cycles (``selfevolve ui`` puts them in the runs table).
+#: Metrics shown first when comparing the cycles (``selfevolve ui`` puts them in the runs table):
+#: the headline metrics under their readable names (``selfevolve.model_registry`` logs them).
 SHARED_VIEW_TAG, CYCLES_VIEW = "mlflow.sharedViewState.", "selfevolve-cycles"
-HEADLINE_METRICS = ("heldout_frontier_accuracy", "heldout_beyond_accuracy", "heldout_reach_50", "heldout_seed_accuracy",
-                    "heldout_frontier_p_vs_base", "pool_growth",
-                    "self_labels", "best_val_accuracy")
+HEADLINE_METRICS = tuple(f"headline/{h.name}" for h in HEADLINE)
+#: Outputs (models included) larger than this are logged to MLflow as a pointer (path and size), not copied.
+MAX_ARTIFACT_BYTES = 500_000_000
+#: Prefect's flow-run id, handed by the orchestration to the stage processes it starts.
+FLOW_RUN_ENV = "SELFEVOLVE_FLOW_RUN_ID"
+TAG_GIT, TAG_LOCK, TAG_FLOW_RUN = "mlflow.source.git.commit", "selfevolve.dvc_lock_sha256", "selfevolve.prefect_flow_run"
+#: Columns of the local store that hold artifact locations (rewritten by :func:`reroot_local_store`).
+_LOCATION_COLUMNS = (("experiments", "artifact_location"), ("runs", "artifact_uri"), ("model_versions", "source"),
+                     ("model_versions", "storage_location"), ("logged_models", "artifact_location"))
 
 
 def _local_store(root: str | Path) -> str:
     return f"sqlite:///{Path(root).resolve() / 'mlflow' / 'mlflow.db'}"
 
 
+def reroot_local_store(root: str | Path) -> int:
+    """Point the artifact locations of ``<root>/mlflow/mlflow.db`` at ``<root>/mlflow/artifacts``
+    when they name another project's (the store was copied or moved). Returns the number of rows
+    rewritten (0 for a store already at home, a missing store, or one without local artifacts)."""
+    import sqlite3
+
+    home = Path(root).resolve() / "mlflow"
+    db = home / "mlflow.db"
+    if not db.is_file():
+        return 0
+    new = str(home / "artifacts")
+    con = sqlite3.connect(db)
+    try:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+        if "experiments" not in tables:
+            return 0
+        old = None
+        for (loc,) in con.execute("select artifact_location from experiments"):
+            path = (loc or "").removeprefix("file://")
+            if path.endswith("/mlflow/artifacts") and path != new:
+                old = path
+                break
+        if old is None:
+            return 0
+        n = 0
+        with con:
+            for table, col in _LOCATION_COLUMNS:
+                if table in tables:
+                    n += con.execute(f"update {table} set {col} = replace({col}, ?, ?) where instr({col}, ?) > 0",
+                                     (old, new, old)).rowcount
+        log.info("MLflow store %s moved from %s: %d artifact locations now under %s", db, old, n, new)
+        return n
+    finally:
+        con.close()
+
+
 def tracking_uri(root: str | Path = ".") -> str:
+    """``MLFLOW_TRACKING_URI`` when set, else the project's local store (created, and re-rooted
+    when copied from another project: :func:`reroot_local_store`)."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
-    if uri:
+    if uri and uri != _local_store(root):
         return uri
     (Path(root).resolve() / "mlflow").mkdir(parents=True, exist_ok=True)
+    reroot_local_store(root)
     return _local_store(root)
 
 
-def _experiment_id(client, name: str, root: str | Path) -> str:
+@contextlib.contextmanager
+def fluent_uri(uri: str) -> Iterator[None]:
+    """MLflow's fluent API (``mlflow.start_run``, ``mlflow.<flavour>.log_model``/``load_model``)
+    pointed at ``uri`` for tracking and the Model Registry inside the block; the URIs and their
+    environment variables are restored afterwards (``mlflow.set_tracking_uri`` exports them)."""
+    import mlflow
+    from mlflow.tracking import _model_registry, _tracking_service
+
+    saved_env = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+    saved = (_tracking_service.utils._tracking_uri, _model_registry.utils._registry_uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    try:
+        yield
+    finally:
+        _tracking_service.utils._tracking_uri, _model_registry.utils._registry_uri = saved
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def lineage_tags(root: str | Path = ".") -> dict[str, str]:
+    """Where a run's inputs came from: ``mlflow.source.git.commit`` (``HEAD`` of ``root``'s git
+    repository), ``selfevolve.dvc_lock_sha256`` (of ``<root>/dvc.lock``) and
+    ``selfevolve.prefect_flow_run`` (``$SELFEVOLVE_FLOW_RUN_ID``); each only when known."""
+    import hashlib
+    import subprocess
+
+    tags = {}
+    try:
+        r = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 and r.stdout.strip():
+            tags[TAG_GIT] = r.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    lock = Path(root) / "dvc.lock"
+    if lock.is_file():
+        tags[TAG_LOCK] = hashlib.sha256(lock.read_bytes()).hexdigest()
+    if os.environ.get(FLOW_RUN_ENV):
+        tags[TAG_FLOW_RUN] = os.environ[FLOW_RUN_ENV]
+    return tags
+
+
+def experiment_id(client, name: str, root: str | Path) -> str:
     """Id of experiment ``name`` (restored if deleted, created if missing). A new experiment in the
     project's local store keeps its artifacts under ``<root>/mlflow/artifacts``; on any other
     tracking server the server decides. Decided from the client's URI, not the environment, because
@@ -65,7 +164,7 @@ def _experiment_id(client, name: str, root: str | Path) -> str:
     return client.create_experiment(name, artifact_location=artifacts, tags={EXPERIMENT_KIND: "custom_model_development"})
 
 
-def _find(client, exp_id: str, **tags: str):
+def find_runs(client, exp_id: str, **tags: str):
     flt = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
     return client.search_runs([exp_id], filter_string=flt, max_results=50, order_by=["attributes.start_time DESC"])
 
@@ -104,7 +203,7 @@ def sweep_orphans(client, exp_id: str) -> int:
         if _alive(run.data.tags.get(TAG_PID), run.data.tags.get(TAG_HOST)):
             continue
         key = {TAG_CYCLE: run.data.tags.get(TAG_CYCLE, ""), TAG_STAGE: run.data.tags.get(TAG_STAGE, "")}
-        if any(r.info.status == "FINISHED" for r in _find(client, exp_id, **key)):
+        if any(r.info.status == "FINISHED" for r in find_runs(client, exp_id, **key)):
             client.delete_run(run.info.run_id)
         else:
             client.set_terminated(run.info.run_id, status="KILLED")
@@ -150,8 +249,8 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri(root))
-    exp_id = _experiment_id(client, campaign, root)
-    parents = _find(client, exp_id, **{TAG_CYCLE: cycle, TAG_KIND: "cycle"})
+    exp_id = experiment_id(client, campaign, root)
+    parents = find_runs(client, exp_id, **{TAG_CYCLE: cycle, TAG_KIND: "cycle"})
     if parents:
         parent_id = parents[0].info.run_id
         for extra in parents[1:]:
@@ -172,7 +271,8 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
 
     run = client.create_run(exp_id, run_name=f"{cycle}/{stage}",
                             tags={TAG_CYCLE: cycle, TAG_STAGE: stage, TAG_KIND: "stage", "mlflow.parentRunId": parent_id,
-                                  TAG_PID: str(os.getpid()), TAG_HOST: socket.gethostname()})
+                                  TAG_PID: str(os.getpid()), TAG_HOST: socket.gethostname(),
+                                  "mlflow.source.name": f"selfevolve {stage}", **lineage_tags(root)})
     handle = StageRun(client, run.info.run_id, parent_id)
     try:
         yield handle
@@ -181,7 +281,7 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
         client.set_terminated(parent_id, status="FAILED")
         raise
     client.set_terminated(run.info.run_id, status="FINISHED")
-    for old in _find(client, exp_id, **{TAG_CYCLE: cycle, TAG_STAGE: stage}):
+    for old in find_runs(client, exp_id, **{TAG_CYCLE: cycle, TAG_STAGE: stage}):
         if old.info.run_id != run.info.run_id:
             client.delete_run(old.info.run_id)
     client.set_terminated(parent_id, status="FINISHED")

@@ -45,6 +45,12 @@ def run_logged(args: list[str], root: str | Path, what: str, env: dict | None = 
     env = {**os.environ, **(env or {})}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("DVC_NO_ANALYTICS", "1")
+    from prefect.runtime import flow_run
+
+    from selfevolve.tracking import FLOW_RUN_ENV
+
+    if flow_run.id:  # the stage's MLflow run and registered models name the Prefect flow run (lineage)
+        env[FLOW_RUN_ENV] = str(flow_run.id)
     proc = subprocess.Popen(args, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             start_new_session=True)
     tail: list[str] = []
@@ -76,14 +82,14 @@ def stage(stage_id: str, root: str = str(ROOT)) -> str:
     return reproduce(stage_id, root)
 
 
-@task(name="report", retries=1, retry_delay_seconds=5)
+@task(name="report", retries=1, retry_delay_seconds=5, task_run_name="report")
 def report(root: str = str(ROOT)) -> str:
     """``selfevolve report``: plots and markdown for the campaign so far (reports/), logged to MLflow."""
     run_logged([str(Path(sys.executable).parent / "selfevolve"), "report", "--root", root], root, "report")
     return f"{root}/reports/report.md"
 
 
-@task(name="commit dvc.lock")
+@task(name="commit dvc.lock", task_run_name="commit dvc.lock")
 def commit_lock(message: str, root: str = str(ROOT)) -> bool:
     """Commit ``dvc.lock`` (only that file) to the git repository at ``root`` when it changed, so the
     record of what the campaign made travels with the code; a commit that cannot be made (no git

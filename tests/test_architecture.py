@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FLOORS: list[tuple[str, ...]] = [
     # 0: foundation
     ("selfevolve", "selfevolve.config", "selfevolve.inputs", "selfevolve.records", "selfevolve.paths", "selfevolve.runtime_env", "selfevolve.seeding",
-     "selfevolve.stats", "selfevolve.prompting"),
+     "selfevolve.stats", "selfevolve.prompting", "selfevolve.headline"),
     # 1: the domain: roles, rewards, questions, model backends, verifiers, tracking, local services
     ("selfevolve.roles", "selfevolve.rewards", "selfevolve.pool", "selfevolve.questions", "selfevolve.backends",
-     "selfevolve.verifiers", "selfevolve.tracking", "selfevolve.services"),
+     "selfevolve.verifiers", "selfevolve.tracking", "selfevolve.model_registry", "selfevolve.services"),
     # 2: engines built on the domain
     ("selfevolve.evaluation", "selfevolve.training", "selfevolve.mass", "selfevolve.embedded"),
     # 3: stages (read and write the campaign's files) and reports over those files

@@ -160,8 +160,12 @@ def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
         assert metric in c1.data.metrics, metric
     rl_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "train_rl" and r.data.tags["selfevolve.cycle"] == "c1")
     assert len(client.get_metric_history(rl_run.info.run_id, "loss")) == 3  # per step
-    sft_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "train_sft" and r.data.tags["selfevolve.cycle"] == "c2")
-    assert "model/config.json" in {a.path for a in client.list_artifacts(sft_run.info.run_id, "model")}
+    # each cycle's kept model is a registered version with its cycle's alias, the champion among them
+    versions = client.search_model_versions("name = 'e2e'")
+    assert set(client.get_registered_model("e2e").aliases) == {"base", "c1", "c2", "champion"} and len(versions) == 3
+    assert {r.data.tags["selfevolve.cycle"] for r in parents if "headline/frontier accuracy" in r.data.metrics} >= {"base", "c1", "c2"}
+    eval_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "evaluate" and r.data.tags["selfevolve.cycle"] == "c1")
+    assert "outputs/eval/heldout.jsonl" in {a.path for a in client.list_artifacts(eval_run.info.run_id, "outputs/eval")}
     mass_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "mass_search" and r.data.tags["selfevolve.cycle"] == "c1")
     assert "outputs/mass/champions.json" in {a.path for a in client.list_artifacts(mass_run.info.run_id, "outputs/mass")}
 

@@ -75,5 +75,5 @@ def test_local_store_keeps_artifacts_in_project_after_set_tracking_uri(store, mo
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     client = MlflowClient(tracking.tracking_uri(store))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking.tracking_uri(store))
-    exp = client.get_experiment(tracking._experiment_id(client, "after-set", store))
+    exp = client.get_experiment(tracking.experiment_id(client, "after-set", store))
     assert exp.artifact_location == (store.resolve() / "mlflow" / "artifacts").as_uri()

@@ -28,7 +28,9 @@ and writes into ``out_dir`` (default ``<root>/reports``):
 
 With ``track=True`` the report is logged to MLflow as the nested run ``campaign/report`` of the
 campaign's experiment (``selfevolve.tracking.stage_run``: a re-run replaces it), with the files as
-artifacts under ``report/`` and each numeric series as metrics with ``step`` = cycle index.
+artifacts under ``report/`` and each numeric series as metrics with ``step`` = cycle index; then
+each cycle's headline metrics go on its cycle run and its model into the Model Registry
+(``selfevolve.model_registry.publish_cycles``).
 Nothing here raises for missing or malformed stage outputs (they are listed under "Missing data");
 a missing or invalid params file raises ``ParamsError``.
 """
@@ -43,7 +45,7 @@ from typing import Any
 from selfevolve.paths import reports_dir
 from selfevolve.reporting.collect import CampaignData, collect_campaign
 from selfevolve.reporting.figures import FIGURES, render_figures
-from selfevolve.reporting.series import ROLES, SERIES, compute_series
+from selfevolve.reporting.series import PLOTS_PAGE, ROLES, SERIES, compute_series, write_plots_page
 
 log = logging.getLogger("selfevolve")
 
@@ -191,6 +193,25 @@ def _log_to_mlflow(data: CampaignData, series: dict, files: list[Path], root: Pa
         return run.run_id
 
 
+def _write_headline_files(root: Path, cycles: list[str], folder: Path) -> list[Path]:
+    """``<folder>/<cycle>.json``: each cycle's headline metrics for ``dvc metrics show reports/headline``
+    (``selfevolve.headline.dvc_row``); a cycle without them gets no file (an old one is removed)."""
+    from selfevolve import headline
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import write_json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for c in cycles:
+        row, path = headline.dvc_row(headline.read(cycle_paths(c, root).metrics_dir)), folder / f"{c}.json"
+        if row:
+            write_json(path, row)
+            files.append(path)
+        else:
+            path.unlink(missing_ok=True)
+    return files
+
+
 def build_report(root: str | Path = ".", out_dir: str | Path | None = None, params_path: str | Path | None = None,
                  track: bool = True) -> dict:
     """Collect, plot, write and (``track``) log the campaign report (see the module docstring).
@@ -210,10 +231,16 @@ def build_report(root: str | Path = ".", out_dir: str | Path | None = None, para
         path = out_dir / f"{name}.json"
         write_json(path, series[name])
         series_files[name] = path
+    _write_headline_files(root, data.cycles, out_dir / "headline")
+    write_plots_page(root / PLOTS_PAGE)
     figures = render_figures(data, series, out_dir)
     report = write_markdown(data, series, figures, series_files, out_dir)
     run_id = None
     if track:
         run_id = _log_to_mlflow(data, series, [report, *figures.values(), *series_files.values()], root)
+        from selfevolve.model_registry import publish_cycles
+
+        inits = {c: str((v or {}).get("init", "")) for c, v in (data.params.get("cycles") or {}).items()}
+        publish_cycles(data.campaign, root, data.cycles[1:], inits)
     log.info("report for campaign %s (%s): %s, %d figures", data.campaign, ", ".join(data.cycles), report, len(figures))
     return {"report": report, "figures": figures, "series": series_files, "missing": data.missing, "run_id": run_id}

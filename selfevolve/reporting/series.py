@@ -8,10 +8,11 @@ from collections import Counter
 from statistics import fmean
 from typing import Any
 
+from selfevolve.headline import HEADLINE
 from selfevolve.reporting.collect import CampaignData
 
 ROLES = ("challenger", "planner", "solver", "critic")
-SERIES = ("forms", "benchmarks", "pool", "pool_levels", "pool_pass_rates", "critic", "rewards", "mass", "mass_history")
+SERIES = ("headline", "forms", "benchmarks", "pool", "pool_levels", "pool_pass_rates", "critic", "rewards", "mass", "mass_history")
 
 
 
@@ -33,6 +34,7 @@ def _round(v: Any, nd: int = 6) -> Any:
 def compute_series(data: CampaignData) -> dict[str, list[dict]]:
     """The per-cycle series (JSON-ready lists of row dicts, each with ``cycle`` and ``step``).
 
+    ``headline``: the headline accuracies and reach (``selfevolve.headline``, metric keys) per cycle.
     ``forms``: held-out accuracy per question form and cycle (``form``, ``accuracy``, ``frontier``).
     ``benchmarks``: ``<name>_accuracy``, ``<name>_pass_at_<k>`` per cycle (every benchmark of any
     cycle, ``None`` where absent). ``pool``: ``pool_size``, per-source counts ``<source>_questions``,
@@ -46,6 +48,12 @@ def compute_series(data: CampaignData) -> dict[str, list[dict]]:
     Training-only series (critic, rewards, mass) have no ``base`` row."""
     step = {c: i for i, c in enumerate(data.cycles)}
     out: dict[str, list[dict]] = {name: [] for name in SERIES}
+
+    # headline metrics (selfevolve.headline), every field on every row (dvc plots needs them)
+    for c in data.cycles:
+        values = {h.key: data.metric(c, h.stage, h.key) for h in HEADLINE if h.kind in ("accuracy", "digits")}
+        if any(v is not None for v in values.values()):
+            out["headline"].append({"cycle": c, "step": step[c], **values})
 
     # benchmarks
     keys: list[str] = []
@@ -157,13 +165,54 @@ def _mass_row(data: CampaignData, cycle: str) -> dict:
     return {k: _round(v) for k, v in row.items() if v is not None}
 
 
+#: ``dvc plots show``'s page (``.dvc/config`` ``plots.html_template``, relative to ``.dvc/``), written
+#: by :func:`write_plots_page`: the plots work offline.
+PLOTS_PAGE = "reports/plots_template.html"
+
+_PAGE = """<!DOCTYPE html>
+<html>
+<head>
+    {refresh_tag}
+    <meta charset="utf-8">
+    <title>DVC plots: the campaign per cycle</title>
+    <script>%s</script>
+    <style>table { border-spacing: 15px; }</style>
+</head>
+<body>
+    {plot_divs}
+</body>
+</html>
+"""
+
+
+def write_plots_page(path) -> None:
+    """Write the HTML page ``dvc plots show`` fills (DVC's own loads Vega from a CDN, a blank page
+    offline): Vega, Vega-Lite and Vega-Embed inlined from the ``vl-convert-python`` package, so
+    ``dvc_plots/index.html`` renders with no network. Raises ``ImportError`` without the package."""
+    from pathlib import Path
+
+    import vl_convert
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(_PAGE % vl_convert.javascript_bundle().replace("</script", "<\\/script"), encoding="utf-8")
+
+
+#: The DVC plot template of every plot: a line with a point per cycle on whole-number steps
+#: (``.dvc/plots/cycles.json``: DVC's ``simple`` template with an ordinal x axis).
+PLOT_TEMPLATE = "cycles"
+
+
 def _plot(title: str, series: str, fields: list[str], y_label: str) -> dict:
-    return {title: {"template": "linear", "x": "step", "y": {f"reports/{series}.json": fields},
+    return {title: {"template": PLOT_TEMPLATE, "x": "step", "y": {f"reports/{series}.json": fields},
                     "x_label": "cycle (0 = base)", "y_label": y_label}}
 
 
 #: The ``plots`` section of ``dvc.yaml`` (``dvc plots show`` after ``selfevolve report``).
 DVC_PLOTS: list[dict] = [
+    _plot("held-out accuracy per cycle: frontier, seed forms, beyond", "headline",
+          ["heldout_frontier_accuracy", "heldout_seed_accuracy", "heldout_beyond_accuracy"], "greedy accuracy"),
+    _plot("reach per cycle: longest sum right half / nine tenths of the time", "headline",
+          ["heldout_reach_50", "heldout_reach_90"], "operand digits"),
     _plot("benchmark scores per cycle (0 = base)", "benchmarks", ["heldout_accuracy"], "accuracy (pass@1)"),
     _plot("question pool size per cycle", "pool", ["pool_size", "challenger_questions"], "questions"),
     _plot("question pool mean Solver pass rate", "pool", ["mean_pass_rate"], "mean pass rate"),

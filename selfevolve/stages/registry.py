@@ -3,7 +3,8 @@
 Each ``Stage`` names its function (a real reference, so the arrow from the registry to every stage
 is visible to readers and type checkers), whether it runs per cycle, the files it reads and writes
 (as ``CyclePaths`` attributes of this cycle, the cycle it starts from, or the base cycle), the
-``params.yaml`` keys it depends on, and the outputs logged to MLflow as artifacts.
+``params.yaml`` keys it depends on, and the outputs logged to MLflow as artifacts
+(per-question records included; each cycle's model is registered with the report instead).
 
 Everything else derives from this list: the ``selfevolve <stage>`` commands, ``dvc.yaml``
 (``selfevolve.stages.dvc_yaml``, with each stage's code dependencies found from its imports), the
@@ -71,7 +72,7 @@ STAGES: tuple[Stage, ...] = (
           params=("seed", "bootstrap", "seeds", "model", "sampling", "evaluation", "verifiers"), resource="gpu"),
     Stage("evaluate_base", evaluate.evaluate, False, deps=("base.model", "base.heldout"), outs=("base.eval_dir",),
           params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir"), fixed_cycle="base",
-          command="evaluate", metrics_name="evaluate", resource="gpu"),
+          command="evaluate", metrics_name="evaluate", artifacts=("eval_dir",), resource="gpu"),
     Stage("challenge", challenge.challenge, True, deps=("init.model", "init.pool"), outs=("cycle.challenge",),
           params=(*_GEN, "verifiers", "sage.questions_per_cycle", "sage.frontier_band", "sage.frontier_boost"),
           artifacts=("challenge",), resource="gpu"),
@@ -85,9 +86,9 @@ STAGES: tuple[Stage, ...] = (
           outs=("cycle.critic_plans",),
           params=(*_GEN, "sage.beta", "sage.critic_unparseable_score", "sage.ablation.critic"), artifacts=("critic_plans",), resource="gpu"),
     Stage("solve", solve.solve, True, deps=("init.model", "cycle.solve_set", "cycle.plans", "cycle.critic_plans"),
-          outs=("cycle.attempts",), params=(*_GEN, "sage.solver_samples", "sage.rollout_block"), resource="gpu", shardable=True),
+          outs=("cycle.attempts",), params=(*_GEN, "sage.solver_samples", "sage.rollout_block"), artifacts=("attempts",), resource="gpu", shardable=True),
     Stage("verify", solve.verify, True, deps=("cycle.solve_set", "cycle.attempts"), outs=("cycle.verdicts",),
-          params=("verifiers",), shardable=True),
+          params=("verifiers",), artifacts=("verdicts",), shardable=True),
     Stage("rewards", rewards.rewards, True,
           deps=("init.pool", "cycle.challenge", "cycle.critic_questions", "cycle.solve_set", "cycle.plans", "cycle.critic_plans",
                 "cycle.attempts", "cycle.verdicts"),
@@ -103,10 +104,10 @@ STAGES: tuple[Stage, ...] = (
           deps=("init.model", "cycle.rl_dataset", "cycle.self_labels", "cycle.replay", "cycle.solve_set", "base.val"),
           outs=("cycle.rl_model",), params=("seed", "rl", "model", "sampling", "sage", "verifiers", "evaluation"), resource="gpu"),
     Stage("train_sft", train.train_sft, True, deps=("cycle.rl_model", "cycle.sft_dataset", "base.val"), outs=("cycle.model",),
-          params=("seed", "sft", "model", "rl.eval_questions", "verifiers", "evaluation"), artifacts=("model",), resource="gpu"),
+          params=("seed", "sft", "model", "rl.eval_questions", "verifiers", "evaluation"), resource="gpu"),
     Stage("evaluate", evaluate.evaluate, True, deps=("cycle.model", "base.heldout", "base.eval_dir", "cycle.mass_champions"),
           outs=("cycle.eval_dir",),
-          params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir", "mass"), resource="gpu"),
+          params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir", "mass"), artifacts=("eval_dir",), resource="gpu"),
 )
 
 BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}

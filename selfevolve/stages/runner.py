@@ -20,22 +20,21 @@ from selfevolve.stages.shards import Shard, shard_name
 
 log = logging.getLogger("selfevolve")
 
-#: Outputs larger than this are logged to MLflow as a pointer (path and size), not copied.
-MAX_ARTIFACT_BYTES = 500_000_000
-
-
 def log_output(run, path: Path, name: str) -> None:
-    """Log a stage output to its MLflow run: files and folders up to ``MAX_ARTIFACT_BYTES`` as
-    artifacts (the cycle's model under ``model/``, other files under ``outputs/`` and folders under
-    ``outputs/<folder>/``); larger ones (a 7B checkpoint) as a ``<name>.json`` pointer with the
-    local path and size."""
+    """Log a stage output to its MLflow run: files and folders up to
+    ``selfevolve.tracking.MAX_ARTIFACT_BYTES`` as artifacts (files under ``outputs/``, folders
+    under ``outputs/<folder>/``); larger ones as a ``<name>.json`` pointer with the local path and
+    size. (Models are not stage outputs here: each cycle's kept model is registered with the
+    report, ``selfevolve.model_registry``.)"""
+    from selfevolve.tracking import MAX_ARTIFACT_BYTES
+
     if not path.exists():
         return
     size = path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     if size > MAX_ARTIFACT_BYTES:
         run.log_dict({"path": str(path.resolve()), "bytes": size}, f"outputs/{name}.json")
     else:
-        run.log_artifact(path, artifact_path="model" if name == "model" else ("outputs" if path.is_file() else f"outputs/{path.name}"))
+        run.log_artifact(path, artifact_path="outputs" if path.is_file() else f"outputs/{path.name}")
 
 
 def _summary(metrics: dict) -> str:
