@@ -49,10 +49,10 @@ log = logging.getLogger("selfevolve")
 
 #: Spec name of the campaign's held-out set.
 HELDOUT = "heldout"
-#: Prompt name meaning "the Solver role's template" (``selfevolve/roles/prompts/solver.j2``).
+#: Prompt name meaning "the Solver role's template" (``selfevolve/prompts/roles/solver.j2``).
 SOLVER_PROMPT = "solver"
 #: Canonical benchmark name (``Question.source`` is ``benchmark:<name>``) -> prompt template
-#: in ``selfevolve/evaluation/prompts`` (``<prompt>.j2``), or ``SOLVER_PROMPT``.
+#: in ``selfevolve/prompts/evaluation`` (``<prompt>.j2``), or ``SOLVER_PROMPT``.
 PROMPTS: dict[str, str] = {
     "gsm8k": "math",
     "gsm8k-train": "math",
@@ -99,7 +99,7 @@ def prompt_for(question: Question, spec_name: str | None = None) -> str:
 
 def build_messages(question: Question, prompt: str, worked_example: bool = False) -> Messages:
     """The one-turn chat for ``question`` with template ``prompt`` (``SOLVER_PROMPT`` or a name in
-    ``selfevolve/evaluation/prompts``). Template fields: ``question`` (text), ``prompt``
+    ``selfevolve/prompts/evaluation``). Template fields: ``question`` (text), ``prompt``
     (HumanEval's function signature + docstring, else the text), ``problem`` (MBPP task
     description, else the text), ``tests`` (code test statements), ``entry_point``, ``domain``,
     ``meta``. With ``worked_example`` the Solver's worked exchanges come first

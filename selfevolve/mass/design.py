@@ -265,7 +265,7 @@ def estimate_conversation_tokens(messages: Iterable[dict[str, str]], chars_per_t
 
 def compose_prompt(instruction: str, question: str, inputs: Iterable[tuple[str, str]] = ()) -> str:
     """The user turn of an agent: ``instruction``, ``Problem: question`` and one ``label: content``
-    line per non-empty input, joined by newlines (reproduces ``roles/prompts/solver.j2``)."""
+    line per non-empty input, joined by newlines (reproduces ``selfevolve/prompts/roles/solver.j2``)."""
     lines = [instruction.strip(), f"{PROBLEM_LABEL}: {question}"]
     lines += [f"{label}: {text}" for label, text in inputs if text]
     return "\n".join(lines)
