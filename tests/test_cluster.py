@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,11 +20,10 @@ import psutil
 import pytest
 import yaml
 
+from helpers import BIN, dvc, make_project
 from selfevolve import services
-from test_campaign_e2e import dvc, make_project
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
 ZOMBIE_AFTER_S = 60
 
 

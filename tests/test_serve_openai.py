@@ -21,7 +21,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from fixtures_models import one_torch_thread, varied_tiny_model_dir  # noqa: F401  (fixtures)
 from selfevolve.backends.base import Backend, Completion, SamplingConfig
 from selfevolve.backends.openai_backend import OpenAIBackend, backoff_delay, split_tokens
 
@@ -41,7 +40,7 @@ def free_port() -> int:
 
 # ---------------------------------------------------------------------------- real server
 @pytest.fixture(scope="module")
-def server(varied_tiny_model_dir, tmp_path_factory):  # noqa: F811
+def server(varied_tiny_model_dir, tmp_path_factory):
     """``selfevolve serve TINY --port P`` in a subprocess; yields its base URL; SIGTERM then kill."""
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
@@ -79,7 +78,7 @@ def server(varied_tiny_model_dir, tmp_path_factory):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def local_hf(varied_tiny_model_dir):  # noqa: F811
+def local_hf(varied_tiny_model_dir):
     from selfevolve.backends.hf import HFBackend
 
     return HFBackend(varied_tiny_model_dir, device="cpu")
@@ -395,7 +394,7 @@ class _TokenizingFake(FakeBackend):
         self.tokenizer, self.max_model_len = tokenizer, max_model_len
 
 
-def test_request_limits_refuse_before_generation(varied_tiny_model_dir):  # noqa: F811
+def test_request_limits_refuse_before_generation(varied_tiny_model_dir):
     """Issue 24, row 12: a 10 MB prompt got HTTP 200 with an empty reply after 24 s while other
     clients waited. Now a body over the limit gets 413 before it is read and a prompt with no room
     in the context 400, and neither reaches the generation worker."""

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from fixtures_models import one_torch_thread, varied_tiny_model_dir  # noqa: F401
 from selfevolve.config import Params
 from selfevolve.questions import arith
 from selfevolve.records import write_jsonl
