@@ -1,12 +1,15 @@
 """Helpers shared by the end-to-end tests (the campaign, the cluster and the test-project checks):
-a fresh copy of the project as a git + DVC repository with small params, and ``dvc`` run in it."""
+a fresh copy of the project as a git + DVC repository with small params, ``dvc`` run in it, and
+waiting on a condition with a deadline."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -66,3 +69,14 @@ def dvc(project: Path, *args: str, check: bool = True, env: dict | None = None) 
     if check and r.returncode != 0:
         raise AssertionError(f"dvc {' '.join(args)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
     return r
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.2) -> bool:
+    """Poll ``condition`` until it holds or ``timeout_s`` have passed; returns whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
