@@ -84,6 +84,7 @@ def test_clipped_surrogate_stops_gradient_beyond_clip():
     assert torch.all(logp.grad == 0) and stats["clip_frac"] == 1.0
 
 
+@pytest.mark.slow
 def test_grpo_trains_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):
     import json
 

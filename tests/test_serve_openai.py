@@ -84,12 +84,14 @@ def local_hf(varied_tiny_model_dir):
     return HFBackend(varied_tiny_model_dir, device="cpu")
 
 
+@pytest.mark.slow
 def test_health_and_models(server):
     assert httpx.get(f"{server}/health").json() == {"status": "ok", "model": "tiny"}
     models = httpx.get(f"{server}/v1/models").json()
     assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["tiny"]
 
 
+@pytest.mark.slow
 def test_raw_chat_completion_schema(server):
     body = {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "Compute 2 + 2."}]}],
             "max_tokens": 6, "n": 2, "temperature": 0, "stop": "\x00none", "seed": 1}
@@ -106,6 +108,7 @@ def test_raw_chat_completion_schema(server):
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] and u["prompt_tokens"] > 0
 
 
+@pytest.mark.slow
 def test_server_errors(server):
     r = httpx.post(f"{server}/v1/chat/completions", json={"model": "other", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 404 and "tiny" in r.json()["error"]["message"]
@@ -117,6 +120,7 @@ def test_server_errors(server):
     assert r.status_code == 400
 
 
+@pytest.mark.slow
 def test_openai_backend_against_selfevolve_serve_matches_hf(server, local_hf):
     from selfevolve.embedded.transcripts import arith_transcripts
 
