@@ -17,6 +17,7 @@ import yaml
 
 from helpers import BIN, dvc, make_project
 from selfevolve import services
+from selfevolve.stages.registry import BASE_STAGES, CYCLE_STAGES
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +100,7 @@ def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
     stages = [r for r in runs if r.data.tags.get("selfevolve.kind") == "stage" and r.data.tags["selfevolve.cycle"] != "campaign"]
     assert all(r.data.tags["mlflow.parentRunId"] in by_parent for r in stages)
     keys = [(r.data.tags["selfevolve.cycle"], r.data.tags["selfevolve.stage"]) for r in stages]
-    assert len(keys) == len(set(keys)) == 3 + 2 * 12
+    assert len(keys) == len(set(keys)) == len(BASE_STAGES) + 2 * len(CYCLE_STAGES)  # one run per stage and cycle
     c1 = next(p for p in parents if p.data.tags["selfevolve.cycle"] == "c1")
     for metric in ("pool_size", "critic_question_pass_rate", "solver_accuracy", "reward_solver", "heldout_accuracy",
                    "heldout_frontier_accuracy", "heldout_seed_accuracy"):
