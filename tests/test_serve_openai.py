@@ -337,10 +337,12 @@ class FakeBackend(Backend):
 
     def __init__(self):
         self.batches: list[int] = []
+        self.entered = threading.Event()
         self.release = threading.Event()
         self.fail = False
 
     def chat(self, conversations, sampling):
+        self.entered.set()
         if not self.batches:
             self.release.wait(10)
         self.batches.append(len(conversations))
@@ -358,7 +360,7 @@ def test_worker_batches_queued_compatible_requests():
     try:
         greedy = SamplingConfig(temperature=0)
         first = worker.submit([user("first")], greedy)
-        time.sleep(0.05)  # the worker is now blocked inside the first call
+        assert fake.entered.wait(10)  # the worker is now blocked inside the first call
         same = [worker.submit([user(f"g{i}")], greedy) for i in range(5)]
         seeded = [worker.submit([user(f"s{i}")], SamplingConfig(temperature=1.0, seed=1)) for i in range(2)]
         other = worker.submit([user("o")], SamplingConfig(temperature=0, max_new_tokens=3))
