@@ -1,4 +1,5 @@
-# Two entry points: `make run` (whole campaign on the embedded default) and `make test`.
+# Two entry points: `make run` (whole campaign on the embedded default) and `make test` (the full suite, as CI runs it);
+# `make check` is the fast tier to run on every edit.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
@@ -17,7 +18,7 @@ export PREFECT_HOME := $(CURDIR)/.prefect
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install run test serve ui screenshots figures push pull bench bench-sage bench-compound summary clean-outputs help
+.PHONY: install run test check serve ui screenshots figures push pull bench bench-sage bench-compound summary clean-outputs help
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -36,8 +37,11 @@ install: $(STAMP)  ## create .venv and install (idempotent)
 run: install  ## run the campaign of params.yaml (the embedded default: 2 cycles) through the Prefect flow
 	$(BIN)/python -m flows.campaign
 
-test: install  ## run the test suite
+test: install  ## the full test suite (what CI runs)
 	$(BIN)/python -m pytest -q -rs
+
+check: install  ## fast tier for every edit: the tests not marked slow, in parallel (a few minutes on 2 cores)
+	$(BIN)/python -m pytest -q -rs -m "not slow" -n auto
 
 serve: install  ## start a Prefect server + cpu worker (+ deployments) and an MLflow server on 127.0.0.1
 	$(BIN)/selfevolve stack

@@ -466,7 +466,7 @@ def load_params(path: str | os.PathLike = "params.yaml", overlays: list[str | os
 
 
 def default_params_dict() -> dict:
-    """The defaults as a plain mapping (what ``selfevolve init-params`` writes)."""
+    """The defaults as a plain mapping (what ``selfevolve evaluate --model`` starts from when there is no params file)."""
     return Params().model_dump(mode="json")
 
 

@@ -1,1 +1,4 @@
-"""Prefect tasks: one per pipeline stage, each reproducing its DVC stage (``tasks.stages``)."""
+"""Prefect tasks: one generic ``stage`` task that reproduces any DVC stage by its id, plus the
+campaign's ``report`` and ``commit dvc.lock`` (``tasks/stages.py``); the ``dispatch`` task that sends
+a stage to a worker of its pool (``tasks/dispatch.py``); and the plain functions a worker runs for a
+dispatched stage (``tasks/worker.py``, called by the ``stage`` flow of ``flows/stage.py``)."""

@@ -5,13 +5,15 @@ registry (``dvc.yaml`` included)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Floors from the ground up (docs/design.md, "Layers"): a module may import its own floor or lower.
+#: Floors from the ground up (docs/design.md, "Layers", and the README's table; both checked against this list below): a
+#: module may import its own floor or lower.
 FLOORS: list[tuple[str, ...]] = [
     # 0: foundation
     ("selfevolve", "selfevolve.config", "selfevolve.inputs", "selfevolve.records", "selfevolve.paths", "selfevolve.runtime_env", "selfevolve.seeding",
@@ -199,3 +201,33 @@ def test_code_deps_follow_what_a_stage_runs(name):
     }[name]
     assert expect[0] <= deps, expect[0] - deps
     assert not expect[1] & deps, expect[1] & deps
+
+
+_DOC_TABLES = (ROOT / "README.md", ROOT / "docs" / "design.md")
+
+
+def _floor_rows(text: str) -> dict[int, set[str]]:
+    """The layer table's rows of a doc (``| <floor> ...`` lines): floor -> the names in backticks,
+    packages as ``name/``, without a leading ``selfevolve/``."""
+    rows = {}
+    for line in text.splitlines():
+        if m := re.match(r"\| (\d) ", line):
+            rows[int(m.group(1))] = {t.removeprefix("selfevolve/") for t in re.findall(r"`([^`]+)`", line)}
+    return rows
+
+
+def _doc_name(module: str) -> str | None:
+    """How the layer tables name a module of FLOORS (``None``: the package itself and ``__main__``)."""
+    if module in ("selfevolve", "selfevolve.__main__"):
+        return None
+    name = module.removeprefix("selfevolve.").replace(".", "/")
+    return name + "/" if (ROOT / module.replace(".", "/")).is_dir() else name
+
+
+@pytest.mark.parametrize("doc", _DOC_TABLES, ids=lambda p: p.name)
+def test_the_layer_tables_in_the_docs_name_every_module_on_its_floor(doc):
+    rows = _floor_rows(doc.read_text(encoding="utf-8"))
+    assert sorted(rows) == list(range(len(FLOORS))), f"{doc.name}: layer table rows {sorted(rows)}"
+    missing = [f"{name} (floor {i})" for i, modules in enumerate(FLOORS) for m in modules
+               if (name := _doc_name(m)) and name not in rows[i]]
+    assert not missing, f"{doc.name}'s layer table does not name: {', '.join(missing)}"

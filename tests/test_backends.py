@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from fixtures_models import one_torch_thread, varied_tiny_model_dir  # noqa: F401  (fixtures)
 from selfevolve.backends import make_backend
 from selfevolve.backends.base import Completion, SamplingConfig
 from selfevolve.backends.hf import HFBackend, finish_row
@@ -34,7 +33,7 @@ def conversations() -> list[list[dict[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def hf(varied_tiny_model_dir):  # noqa: F811
+def hf(varied_tiny_model_dir):
     backend = HFBackend(varied_tiny_model_dir, device="cpu", batch_size=64)
     yield backend
     backend.close()
@@ -65,7 +64,7 @@ def test_batched_generation_shapes_and_token_counts(hf, conversations):
     assert hf.chat([], s) == []
 
 
-def test_left_padding_gives_same_greedy_output_alone_and_in_batch(varied_tiny_model_dir, hf, conversations):  # noqa: F811
+def test_left_padding_gives_same_greedy_output_alone_and_in_batch(varied_tiny_model_dir, hf, conversations):
     s = SamplingConfig(max_new_tokens=24, **GREEDY)
     alone = [hf.chat([c], s)[0][0] for c in conversations]
     batched = [comps[0] for comps in hf.chat(conversations, s)]
@@ -143,7 +142,7 @@ def test_seed_reproducibility_and_rng_isolation(hf, conversations):
     assert any(len({x.text for x in comps}) > 1 for comps in a), "the n samples should differ"
 
 
-def test_from_pretrained_objects_restores_train_mode(varied_tiny_model_dir, hf, conversations):  # noqa: F811
+def test_from_pretrained_objects_restores_train_mode(varied_tiny_model_dir, hf, conversations):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(varied_tiny_model_dir)
@@ -157,7 +156,7 @@ def test_from_pretrained_objects_restores_train_mode(varied_tiny_model_dir, hf, 
     assert got == hf.chat(conversations[:5], s)
 
 
-def test_context_limit(varied_tiny_model_dir, conversations):  # noqa: F811
+def test_context_limit(varied_tiny_model_dir, conversations):
     backend = HFBackend(varied_tiny_model_dir, device="cpu", max_model_len=60)
     lens = [len(ids) for ids in backend.encode(conversations)]
     out = backend.chat(conversations, SamplingConfig(max_new_tokens=20, **GREEDY))
@@ -188,7 +187,7 @@ def test_finish_row_rules():
 
 
 # ---------------------------------------------------------------------------- make_backend
-def test_make_backend_hf_uses_model_path_override(varied_tiny_model_dir):  # noqa: F811
+def test_make_backend_hf_uses_model_path_override(varied_tiny_model_dir):
     params = ModelParams(base="does/not/exist", backend="hf", device="cpu", max_model_len=128)
     backend = make_backend(params, model_path=varied_tiny_model_dir, batch_size=8)
     assert isinstance(backend, HFBackend)
@@ -276,7 +275,7 @@ def _cuda_and_vllm() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_and_vllm(), reason="needs CUDA and vllm")
-def test_vllm_backend_generates_on_gpu(varied_tiny_model_dir, hf, conversations):  # noqa: F811
+def test_vllm_backend_generates_on_gpu(varied_tiny_model_dir, hf, conversations):
     backend = VLLMBackend(varied_tiny_model_dir, dtype="float32", max_model_len=256, gpu_memory_utilization=0.3, enforce_eager=True)
     try:
         s = SamplingConfig(max_new_tokens=16, n=2, **GREEDY)

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fixtures_models import tiny_model_dir  # noqa: F401  (fixture)
 from selfevolve.cli import app
 from selfevolve.inputs import MAX_QUESTION_CHARS
 

@@ -153,6 +153,7 @@ def test_answer_helpers():
     assert last_boxed("nothing") is None
 
 
+@pytest.mark.slow
 def test_reference_solutions_pass_in_the_sandbox(bench_dir):
     """MBPP validation ids: the dataset's own solutions pass their tests through the sandbox."""
     from selfevolve.verifiers.grading import grade_predictions

@@ -7,72 +7,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from helpers import BIN, dvc, make_project
 from selfevolve import services
+from selfevolve.stages.registry import BASE_STAGES, CYCLE_STAGES
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-
-SMALL = {
-    "campaign": "e2e",
-    "bootstrap": {"steps": 20, "transcripts": 400, "batch_size": 16, "probe_questions": 4, "frontier_k": 2},
-    "seeds": {"size": 40, "heldout_size": 8, "val_size": 4},
-    "sampling": {"max_new_tokens": 40},
-    "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2, "frontier_band": [0.0, 1.0]},
-    "rl": {"steps": 3, "batch_size": 4, "eval_every": 2, "eval_questions": 6},
-    "sft": {"steps": 2, "batch_size": 2},
-    "mass": {"generations": 1, "population": 2, "eval_questions": 3, "questions": 4, "trajectories_per_question": 1, "max_tokens_per_run": 256},
-    "evaluation": {"max_new_tokens": 40, "benchmarks": [{"name": "heldout", "limit": 16, "k": 1}], "mass_questions": 6},
-}
-
-
-def _merge(a: dict, b: dict) -> dict:
-    for k, v in b.items():
-        a[k] = _merge(a.get(k, {}), v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
-    return a
-
-
-#: A campaign's record, not part of the project: `make run` commits dvc.lock into the checkout the tests
-#: run from, and a copy of it made every test project start with that campaign's stages (the cluster
-#: test's reference dvc.lock then held c2 stages after a one-cycle campaign).
-CAMPAIGN_RECORDS = ("dvc.lock",)
-
-
-def make_project(dest: Path) -> Path:
-    """Copy the project's files (tracked and untracked-not-ignored, without the checkout's own
-    campaign record ``CAMPAIGN_RECORDS``) into ``dest`` as a fresh git + DVC repository with small
-    params."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
-    for f in files:
-        src = ROOT / f
-        if src.is_file() and not f.startswith(("tests/", "benchmarks/")) and f not in CAMPAIGN_RECORDS:
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / f)
-    params = _merge(yaml.safe_load((ROOT / "params.yaml").read_text()), SMALL)
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = services.quiet_env()
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
-                [str(BIN / "dvc"), "config", "--local", "core.site_cache_dir", str(dest / ".dvc" / "site-cache")]):
-        subprocess.run(cmd, cwd=dest, check=True, env=env, capture_output=True)
-    return dest
-
-
-def dvc(project: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    r = subprocess.run([str(BIN / "dvc"), *args], cwd=project, capture_output=True, text=True, env=env or services.quiet_env())
-    if check and r.returncode != 0:
-        raise AssertionError(f"dvc {' '.join(args)} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
-    return r
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +100,7 @@ def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
     stages = [r for r in runs if r.data.tags.get("selfevolve.kind") == "stage" and r.data.tags["selfevolve.cycle"] != "campaign"]
     assert all(r.data.tags["mlflow.parentRunId"] in by_parent for r in stages)
     keys = [(r.data.tags["selfevolve.cycle"], r.data.tags["selfevolve.stage"]) for r in stages]
-    assert len(keys) == len(set(keys)) == 3 + 2 * 12
+    assert len(keys) == len(set(keys)) == len(BASE_STAGES) + 2 * len(CYCLE_STAGES)  # one run per stage and cycle
     c1 = next(p for p in parents if p.data.tags["selfevolve.cycle"] == "c1")
     for metric in ("pool_size", "critic_question_pass_rate", "solver_accuracy", "reward_solver", "heldout_accuracy",
                    "heldout_frontier_accuracy", "heldout_seed_accuracy"):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,11 +20,10 @@ import psutil
 import pytest
 import yaml
 
+from helpers import BIN, dvc, make_project, wait_for
 from selfevolve import services
-from test_campaign_e2e import dvc, make_project
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
 ZOMBIE_AFTER_S = 60
 
 
@@ -148,6 +146,16 @@ def json_status(root: Path, *targets: str) -> dict:
     return json.loads(dvc(root, "status", "--json", *targets).stdout)
 
 
+def _stage_run_open(mlflow: str, cycle: str, stage: str) -> bool:
+    """Whether the stage's MLflow run is open (the stage opens it as it starts and closes it as it ends)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(mlflow)
+    exp = client.get_experiment_by_name("cluster")
+    flt = f"tags.`selfevolve.stage` = '{stage}' and tags.`selfevolve.cycle` = '{cycle}'"
+    return any(r.info.status == "RUNNING" for r in client.search_runs([exp.experiment_id], flt))
+
+
 def _kill_machine(pid: int) -> list[int]:
     """SIGKILL a worker and everything it started (the stage's process group included)."""
     worker = psutil.Process(pid)
@@ -181,16 +189,16 @@ def test_a_worker_killed_mid_stage_costs_only_that_stage(cluster):
     while time.time() < deadline and t.is_alive() and killed is None:
         for r in _flow_runs(api, "stage"):
             if r["name"] == f"{victim}#1" and r["state_type"] == "RUNNING" and r.get("infrastructure_pid"):
-                time.sleep(3)  # inside the stage
-                pid = int(r["infrastructure_pid"].split(":")[-1])
-                worker_pid = psutil.Process(pid).ppid()
-                killed = (worker_pid, _kill_machine(worker_pid))
+                if wait_for(lambda: _stage_run_open(cluster["mlflow"], "c2", "solve"), 300):  # inside the stage
+                    pid = int(r["infrastructure_pid"].split(":")[-1])
+                    worker_pid = psutil.Process(pid).ppid()
+                    killed = (worker_pid, _kill_machine(worker_pid))
                 break
         time.sleep(1)
     t.join()
     ref_c2.join()
     r = result["r"]
-    assert killed is not None, "the stage was never seen running"
+    assert killed is not None, "the stage was never seen running with its MLflow run open"
     assert r.returncode == 0 and "Completed" in r.stdout, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}\n{_logs(head, gpu2)}"
     new = [x for x in _flow_runs(api, "stage") if x["id"] not in before]
     names = [x["name"] for x in new]

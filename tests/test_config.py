@@ -61,6 +61,7 @@ def test_presets_validate():
         load_params(ROOT / "params.yaml", overlays=[preset])
 
 
+@pytest.mark.slow
 def test_cli_rejects_bad_params_before_writing(tmp_path):
     data = yaml.safe_load((ROOT / "params.yaml").read_text())
     data["seeds"]["size"] = -3

@@ -18,7 +18,6 @@ from selfevolve.evaluation.solve import benchmark_key, build_messages, graded_an
 from selfevolve.verifiers.programs import humaneval_completion
 from selfevolve.stats import pass_at_k
 from selfevolve.records import MathSpec, Question, write_jsonl
-from tests.fixtures_models import tiny_model_dir  # noqa: F401  (fixture)
 
 PARAMS = Params()
 
@@ -195,7 +194,7 @@ def _invoke(args):
     return CliRunner().invoke(app, args)
 
 
-def test_evaluate_command_ad_hoc_on_tiny_model(tiny_model_dir, bench_dir, tmp_path):  # noqa: F811
+def test_evaluate_command_ad_hoc_on_tiny_model(tiny_model_dir, bench_dir, tmp_path):
     out = tmp_path / "gsm"
     res = _invoke(["evaluate", "--model", str(tiny_model_dir), "--benchmark", "gsm8k", "--limit", "4", "--data-dir", str(bench_dir),
                    "--out", str(out), "--max-new-tokens", "8", "--params", str(tmp_path / "params.yaml")])
@@ -228,7 +227,7 @@ def test_evaluate_command_rejects_mixed_or_missing_modes():
     assert res.exit_code == 2 and "--cycle" in res.output and "--model" in res.output
 
 
-def test_evaluate_stage_on_base_model(tiny_model_dir, tmp_path, monkeypatch):  # noqa: F811
+def test_evaluate_stage_on_base_model(tiny_model_dir, tmp_path, monkeypatch):
     """`selfevolve evaluate --cycle base --no-track`: stage contract (heldout_accuracy, heldout_n,
     eval/ per-item files, metrics/base/evaluate.json), limit respected, stale files removed."""
     from selfevolve.questions import arith

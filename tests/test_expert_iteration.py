@@ -9,7 +9,6 @@ from selfevolve.config import Params
 from selfevolve.records import Attempt, MathSpec, Question, Rollout, Verdict
 from selfevolve.stages.train import self_labels
 from selfevolve.training.expert_iteration import batch_plan, train_expert_iteration
-from tests.fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -64,7 +63,7 @@ def _row(i: int, prompt: str, completion: str) -> Rollout:
     return Rollout(id=f"r{i}", role="solver", group=f"g{i}", question_id="q", prompt=prompt, completion=completion, reward=1.0)
 
 
-def test_training_on_self_labels_teaches_them_and_replay_keeps_the_rest(tiny_model_dir, tmp_path):  # noqa: F811
+def test_training_on_self_labels_teaches_them_and_replay_keeps_the_rest(tiny_model_dir, tmp_path):
     """A run on verified labels lowers their loss a lot; with replay the replayed rows' loss falls too
     (without it, they would be forgotten or untouched); the saved model loads; validation gates."""
     import torch
@@ -93,7 +92,7 @@ def test_training_on_self_labels_teaches_them_and_replay_keeps_the_rest(tiny_mod
     assert summary["loss_curve"][-1]["lr"] < 0.05 * params.rl.learning_rate  # the run ended in a decay
 
 
-def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp_path):  # noqa: F811
+def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -109,13 +108,13 @@ def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp
     assert all(torch.equal(start[k], kept[k]) for k in start)
 
 
-def test_nothing_to_learn_saves_the_model_unchanged(tiny_model_dir, tmp_path):  # noqa: F811
+def test_nothing_to_learn_saves_the_model_unchanged(tiny_model_dir, tmp_path):
     summary = train_expert_iteration(tiny_model_dir, [], [_row(0, "a", "b")], [], lambda m, t: [1], Params(), tmp_path / "out")
     assert summary["trained"] is False and "no verified self-labels" in summary["reason"]
     assert (tmp_path / "out" / "config.json").is_file()
 
 
-def test_other_roles_learn_their_better_rollouts_without_costing_the_solver(tiny_model_dir, tmp_path):  # noqa: F811
+def test_other_roles_learn_their_better_rollouts_without_costing_the_solver(tiny_model_dir, tmp_path):
     """The Challenger's rollouts that scored above its mean are imitated, those below are not; and
     training them beside the Solver leaves the Solver's loss on unseen questions of its kind within
     10 % of a run without them (the roles share one backbone)."""

@@ -10,8 +10,6 @@ from selfevolve.records import CodeSpec, MathSpec, Question
 from selfevolve.roles.forcing import force_answers, force_missing_answers, forced_prefix
 from selfevolve.stages.challenge import part_missing
 
-from fixtures_models import tiny_model_dir  # noqa: F401  (fixture)
-
 
 class Recorder(Backend):
     """Answers every conversation with ``reply`` and keeps what it was asked."""

@@ -28,6 +28,7 @@ def _grade(*args: str):
     return result
 
 
+@pytest.mark.slow
 def test_gsm8k_gold_solutions_through_selfevolve_grade(bench_dir, tmp_path):
     """Acceptance: GSM8K test with the gold solution text as the prediction >= 99.9%, as printed by
     ``selfevolve grade`` (the full 1,319 questions)."""
@@ -66,6 +67,7 @@ def test_math500_samples_pass_at_k_and_categories(bench_dir, tmp_path):
     assert len(fails) >= 120 and {"id", "sample", "status", "detail", "gold", "extracted", "completion"} <= set(fails[0])
 
 
+@pytest.mark.slow
 def test_humaneval_canonical_solutions_in_human_eval_format(bench_dir, tmp_path):
     qs = load_benchmark("humaneval", data_dir=bench_dir)
     rows = [{"task_id": q.id, "completion": q.spec.reference_solution[len(q.meta["prompt"]):]} for q in qs]

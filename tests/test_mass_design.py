@@ -29,8 +29,6 @@ from selfevolve.mass.executor import STOP_CALLS, STOP_ERROR, STOP_TOKENS, run_de
 from selfevolve.roles.templates import render
 from selfevolve.questions import arith
 
-from fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
-
 
 class ScriptBackend(Backend):
     """Deterministic fake: ``reply(last_user_text, sample_index) -> text``; tokens = words."""

@@ -16,7 +16,6 @@ from selfevolve.roles.templates import render
 from selfevolve.questions import arith
 from selfevolve.training.sft import assistant_token_mask, train_sft
 
-from fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
 
 QUESTIONS = arith.generate(6, seed=21, levels=(1, 2))
 

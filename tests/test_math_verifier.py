@@ -243,6 +243,7 @@ def _accuracy(pairs: list[tuple[str, str]]) -> tuple[float, list]:
     return 1 - len(bad) / len(pairs), bad
 
 
+@pytest.mark.slow
 def test_math500_gold_solutions_grade_correct(bench_dir):
     qs = load_benchmark("math500", data_dir=bench_dir)
     assert len(qs) == 500
@@ -250,6 +251,7 @@ def test_math500_gold_solutions_grade_correct(bench_dir):
     assert acc >= 0.99, bad[:10]
 
 
+@pytest.mark.slow
 def test_olympiadbench_final_answers_grade_correct(bench_dir):
     qs = load_benchmark("olympiadbench", data_dir=bench_dir)
     assert len(qs) == 675
@@ -257,6 +259,7 @@ def test_olympiadbench_final_answers_grade_correct(bench_dir):
     assert acc >= 0.98, bad[:10]
 
 
+@pytest.mark.slow
 def test_olympiadbench_final_answers_in_its_own_format_all_grade_correct(bench_dir):
     """OlympiadBench's answer format, several answers as ``$a$,$b$`` after "The final answer is"."""
     qs = load_benchmark("olympiadbench", data_dir=bench_dir)
@@ -312,6 +315,7 @@ def mutations(gold: str) -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_mutated_gold_answers_are_rejected(bench_dir):
     items = []
     for name in ("gsm8k", "math500", "olympiadbench"):

@@ -11,7 +11,6 @@ import subprocess
 import pytest
 import yaml
 
-from fixtures_models import one_torch_thread, tiny_model_dir  # noqa: F401  (fixtures)
 from selfevolve import model_registry, tracking
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -43,7 +42,7 @@ def _project(root, model_dir):
 
 
 @pytest.fixture()
-def project(tmp_path, tiny_model_dir, monkeypatch):  # noqa: F811
+def project(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv(tracking.FLOW_RUN_ENV, "flow-run-123")
     root = tmp_path / "p"

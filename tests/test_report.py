@@ -1,8 +1,10 @@
 """`selfevolve report`: plots, markdown and dvc-plots series from a campaign's outputs.
 
 The campaign tree is fake but written in the exact formats the stages write: metrics dicts with the
-keys of ``stages/sage.py``/``stages/train.py``/``mass/search.py``, pools as ``Question`` JSONL with
-``meta.pass_rate`` (``rewards``), MASS ``search.json`` as a real ``SearchResult`` dump.
+keys of the stage modules (``selfevolve/stages/challenge.py``, ``critic.py``, ``solve.py``,
+``rewards.py``, ``train.py``, ``evaluate.py``) and of ``selfevolve/mass/search.py``, pools as
+``Question`` JSONL with ``meta.pass_rate`` (``rewards``), MASS ``search.json`` as a real
+``SearchResult`` dump.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ from selfevolve.training.advantages import role_advantages
 from selfevolve.config import Params
 from selfevolve.records import Rollout
 from selfevolve.training import rl
-from tests.fixtures_models import tiny_model_dir  # noqa: F401
 
 
 def _r(i, role, group, reward):
@@ -24,7 +23,7 @@ def test_role_advantages_normalise_per_role_and_skip_flat_groups():
     assert len(role_advantages(rows, skip_no_spread=False)) == 6
 
 
-def test_one_update_raises_positive_and_lowers_negative(tiny_model_dir):  # noqa: F811
+def test_one_update_raises_positive_and_lowers_negative(tiny_model_dir):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -55,7 +54,7 @@ def test_one_update_raises_positive_and_lowers_negative(tiny_model_dir):  # noqa
     assert stats["clip_frac"] == 0.0  # first step is on-policy: ratio 1
 
 
-def test_logprobs_are_those_of_the_policy_at_the_sampling_temperature(tiny_model_dir):  # noqa: F811
+def test_logprobs_are_those_of_the_policy_at_the_sampling_temperature(tiny_model_dir):
     """The rollouts were drawn from softmax(logits / T): the ratio must use the same distribution,
     else the first update is already off-policy."""
     import torch
@@ -85,7 +84,8 @@ def test_clipped_surrogate_stops_gradient_beyond_clip():
     assert torch.all(logp.grad == 0) and stats["clip_frac"] == 1.0
 
 
-def test_grpo_trains_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):  # noqa: F811
+@pytest.mark.slow
+def test_grpo_trains_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):
     import json
 
     from transformers import AutoModelForCausalLM
@@ -195,7 +195,7 @@ def test_warmup_schedule_ramps_linearly_then_holds():
     assert lrs == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
 
 
-def test_train_reinforce_pp_keeps_the_weight_average_not_the_last_update(tiny_model_dir, tmp_path, monkeypatch):  # noqa: F811
+def test_train_reinforce_pp_keeps_the_weight_average_not_the_last_update(tiny_model_dir, tmp_path, monkeypatch):
     """With the last check the best, the saved model is the moving average of the weights, which
     differs from the raw weights after the last update."""
     import torch

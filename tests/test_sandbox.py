@@ -274,6 +274,7 @@ def _humaneval() -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_humaneval_canonical_solutions_all_pass(pool):
     problems = _humaneval()
@@ -298,6 +299,7 @@ MBPP_DATA_ERRORS: dict[int, str] = {}
 MBPP_SLOW = {123: 60.0}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_mbpp_reference_solutions_pass_their_tests(pool, bench_dir):
     rows = [json.loads(line) for line in (bench_dir / "mbpp.jsonl").read_text().splitlines() if line.strip()]

@@ -241,6 +241,7 @@ def _pool_for(host, mode: str) -> SandboxPool:
     return pool
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("mode", ["full", "kernel", "audit"])
 @pytest.mark.parametrize("name", PROGRAMS)

@@ -21,7 +21,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from fixtures_models import one_torch_thread, varied_tiny_model_dir  # noqa: F401  (fixtures)
 from selfevolve.backends.base import Backend, Completion, SamplingConfig
 from selfevolve.backends.openai_backend import OpenAIBackend, backoff_delay, split_tokens
 
@@ -41,7 +40,7 @@ def free_port() -> int:
 
 # ---------------------------------------------------------------------------- real server
 @pytest.fixture(scope="module")
-def server(varied_tiny_model_dir, tmp_path_factory):  # noqa: F811
+def server(varied_tiny_model_dir, tmp_path_factory):
     """``selfevolve serve TINY --port P`` in a subprocess; yields its base URL; SIGTERM then kill."""
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
@@ -79,18 +78,20 @@ def server(varied_tiny_model_dir, tmp_path_factory):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def local_hf(varied_tiny_model_dir):  # noqa: F811
+def local_hf(varied_tiny_model_dir):
     from selfevolve.backends.hf import HFBackend
 
     return HFBackend(varied_tiny_model_dir, device="cpu")
 
 
+@pytest.mark.slow
 def test_health_and_models(server):
     assert httpx.get(f"{server}/health").json() == {"status": "ok", "model": "tiny"}
     models = httpx.get(f"{server}/v1/models").json()
     assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["tiny"]
 
 
+@pytest.mark.slow
 def test_raw_chat_completion_schema(server):
     body = {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "text", "text": "Compute 2 + 2."}]}],
             "max_tokens": 6, "n": 2, "temperature": 0, "stop": "\x00none", "seed": 1}
@@ -107,6 +108,7 @@ def test_raw_chat_completion_schema(server):
     assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] and u["prompt_tokens"] > 0
 
 
+@pytest.mark.slow
 def test_server_errors(server):
     r = httpx.post(f"{server}/v1/chat/completions", json={"model": "other", "messages": [{"role": "user", "content": "x"}]})
     assert r.status_code == 404 and "tiny" in r.json()["error"]["message"]
@@ -118,6 +120,7 @@ def test_server_errors(server):
     assert r.status_code == 400
 
 
+@pytest.mark.slow
 def test_openai_backend_against_selfevolve_serve_matches_hf(server, local_hf):
     from selfevolve.embedded.transcripts import arith_transcripts
 
@@ -334,10 +337,12 @@ class FakeBackend(Backend):
 
     def __init__(self):
         self.batches: list[int] = []
+        self.entered = threading.Event()
         self.release = threading.Event()
         self.fail = False
 
     def chat(self, conversations, sampling):
+        self.entered.set()
         if not self.batches:
             self.release.wait(10)
         self.batches.append(len(conversations))
@@ -355,7 +360,7 @@ def test_worker_batches_queued_compatible_requests():
     try:
         greedy = SamplingConfig(temperature=0)
         first = worker.submit([user("first")], greedy)
-        time.sleep(0.05)  # the worker is now blocked inside the first call
+        assert fake.entered.wait(10)  # the worker is now blocked inside the first call
         same = [worker.submit([user(f"g{i}")], greedy) for i in range(5)]
         seeded = [worker.submit([user(f"s{i}")], SamplingConfig(temperature=1.0, seed=1)) for i in range(2)]
         other = worker.submit([user("o")], SamplingConfig(temperature=0, max_new_tokens=3))
@@ -395,7 +400,7 @@ class _TokenizingFake(FakeBackend):
         self.tokenizer, self.max_model_len = tokenizer, max_model_len
 
 
-def test_request_limits_refuse_before_generation(varied_tiny_model_dir):  # noqa: F811
+def test_request_limits_refuse_before_generation(varied_tiny_model_dir):
     """Issue 24, row 12: a 10 MB prompt got HTTP 200 with an empty reply after 24 s while other
     clients waited. Now a body over the limit gets 413 before it is read and a prompt with no room
     in the context 400, and neither reaches the generation worker."""

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from fixtures_models import one_torch_thread, varied_tiny_model_dir  # noqa: F401
 from selfevolve.config import Params
 from selfevolve.questions import arith
 from selfevolve.records import write_jsonl
@@ -138,6 +137,7 @@ def test_resources_override_and_merges_run_on_cpu():
         placement.check_resources(Params.model_validate({"placement": {"resources": {"solver": "gpu"}}}))
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_shards_of_a_stage_that_cannot_split(tmp_path):
     r = subprocess.run([str(Path(sys.executable).parent / "selfevolve"), "rewards", "--cycle", "c1", "--shard", "0/2", "--params",
                         str(ROOT / "params.yaml"), "--root", str(tmp_path)], capture_output=True, text=True)

@@ -91,6 +91,7 @@ def test_the_flow_dispatches_only_committed_code_and_a_matching_dvc_yaml(tmp_pat
         check_dvc_yaml(repo, Params.model_validate({"placement": {"shards": {"solve": 2}}}))
 
 
+@pytest.mark.slow
 def test_a_restore_that_would_recompute_is_refused(tmp_path):
     env = services.quiet_env({"SELFEVOLVE_RESTORE_ONLY": "seeds"})
     r = subprocess.run([str(BIN / "selfevolve"), "seeds", "--params", str(ROOT / "params.yaml"), "--root", str(tmp_path)], env=env,
@@ -99,6 +100,7 @@ def test_a_restore_that_would_recompute_is_refused(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_the_worker_command_names_the_server_it_cannot_reach(tmp_path):
     env = services.quiet_env({"PREFECT_API_URL": f"http://127.0.0.1:{services.free_port()}/api"})
     r = subprocess.run([str(BIN / "selfevolve"), "worker", "--pool", "gpu", "--root", str(tmp_path)], env=env, capture_output=True,
