@@ -11,6 +11,7 @@ import signal
 
 from prefect import flow, get_run_logger
 
+from flows.cycle import cycle
 from tasks import stages
 from tasks.dispatch import run_stages
 
@@ -30,7 +31,9 @@ def run_name() -> str:
 
 @flow(name="campaign", log_prints=True, flow_run_name=run_name)
 def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_lock: bool = True) -> dict:
-    """Run the first ``cycles`` cycles of params.yaml (default: all of them), then the report; with ``commit_lock``, commit
+    """Run the first ``cycles`` cycles of params.yaml (default: all of them), each as a ``cycle``
+    subflow (``base`` first) when the stages run here (``placement.dispatch: local``), as one graph
+    of stage tasks when they run on work pools; then the report. With ``commit_lock``, commit
     ``dvc.lock`` (the record of what was made) to the project's git repository, so that it travels
     with the outputs pushed to the DVC remote (``make push``). Raises ``ValueError`` if params.yaml
     defines fewer cycles (add them under ``cycles:``, each with ``init`` = the previous one)."""
@@ -43,7 +46,11 @@ def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_loc
     cycles = len(names) if cycles is None else cycles
     if cycles < 1 or cycles > len(names):
         raise ValueError(f"cycles={cycles}, but params.yaml defines {len(names)} cycles {names}; add more under 'cycles:'")
-    run_stages(stage_runs(params, names[:cycles]), params, root)
+    if params.placement.dispatch == "local":
+        for name in ["base", *names[:cycles]]:  # one after another anyway: a subflow per cycle
+            cycle(name, root=root)
+    else:  # stages of a cycle overlap with the next cycle's on the workers: one graph
+        run_stages(stage_runs(params, names[:cycles]), params, root)
     stages.report(root=root)
     if commit_lock:
         stages.commit_lock(f"campaign: dvc.lock after {', '.join(['base', *names[:cycles]])}", root=root)

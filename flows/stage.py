@@ -12,14 +12,17 @@ from tasks.stages import ROOT
 
 
 @flow(name="stage", log_prints=True)  # the run is named by the dispatcher: <stage id>#<attempt>
-def stage(stage_id: str, commit: str, lock: str = "", deps: list[str] | None = None, tracking_uri: str | None = None) -> dict:
+def stage(stage_id: str, commit: str, lock: str = "", deps: list[str] | None = None, tracking_uri: str | None = None):
     """Reproduce ``stage_id`` at ``commit`` with the flow's ``lock`` (dvc.lock text), pulling ``deps``
-    from the DVC remote and pushing the outputs and run-cache back. Raises
+    from the DVC remote and pushing the outputs and run-cache back. The run ends ``Completed`` when
+    the worker recomputed the stage, ``Cached`` when DVC restored it (``tasks.stages.outcome``); its
+    result is ``tasks.worker.run_stage``'s dict. Raises
     ``selfevolve.services.ServiceUnreachable`` naming the DVC remote or tracking server it cannot
     reach, ``tasks.worker.WorkerError`` for a commit it cannot find, ``RuntimeError`` when a DVC step fails."""
+    from tasks.stages import outcome
     from tasks.worker import run_stage
 
     root = os.environ.get("SELFEVOLVE_ROOT", str(ROOT))
     out = run_stage(root, stage_id, commit, lock, deps or [], tracking_uri)
     get_run_logger().info("stage %s done on %s in %s", stage_id, out["host"], out["checkout"])
-    return out
+    return outcome(stage_id, out["recomputed"], out)

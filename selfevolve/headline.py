@@ -79,19 +79,25 @@ def _number(v) -> float | None:
 
 def read(metrics_dir: str | Path) -> dict[str, float]:
     """The headline metrics of one cycle from its metrics folder (``metrics/<cycle>/``), by readable
-    name; a metric whose file or field is missing is left out. ``rl kept`` is 1 when training kept
-    a checkpoint past its starting model (``best_step`` > 0). Never raises for missing or
-    malformed files."""
+    name (``values``). Never raises for missing or malformed files."""
+    by_stage: dict[str, dict] = {}
+    for stage in {h.stage for h in HEADLINE}:
+        try:
+            obj = json.loads((Path(metrics_dir) / f"{stage}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            obj = {}
+        by_stage[stage] = obj if isinstance(obj, dict) else {}
+    return values(by_stage)
+
+
+def values(by_stage: dict[str, dict]) -> dict[str, float]:
+    """The headline metrics of one cycle, by readable name, from its stages' metrics dicts
+    (``by_stage[stage]``: ``metrics/<cycle>/<stage>.json``); a metric whose stage or field is
+    missing (or not a number) is left out. ``rl kept`` is 1 when training kept a checkpoint past
+    its starting model (``best_step`` > 0)."""
     out: dict[str, float] = {}
-    cache: dict[str, dict] = {}
     for h in HEADLINE:
-        if h.stage not in cache:
-            try:
-                obj = json.loads((Path(metrics_dir) / f"{h.stage}.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                obj = {}
-            cache[h.stage] = obj if isinstance(obj, dict) else {}
-        v = _number(cache[h.stage].get(h.key))
+        v = _number((by_stage.get(h.stage) or {}).get(h.key))
         if v is None:
             continue
         out[h.name] = float(v > 0) if h.name == "rl kept" else v

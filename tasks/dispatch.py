@@ -29,7 +29,7 @@ from prefect.deployments import run_deployment
 
 from selfevolve.config import Params
 from selfevolve.stages.placement import RESTORE_ONLY_ENV, StageRun, check_resources, pool_of, shard_counts
-from tasks.stages import ROOT, reproduce, stage
+from tasks.stages import ROOT, outcome, reproduce, stage
 
 #: DVC locks the repository while it works: the flow's own restores run one at a time.
 _REPO_LOCK = threading.Lock()
@@ -79,12 +79,14 @@ def restore(stage_id: str, root: str | Path) -> None:
 
 @task(name="dispatch", task_run_name="{stage_id} on {pool}")
 def remote_stage(stage_id: str, pool: str, deps: list[str], commit: str, root: str, attempts: int, timeout_s: float,
-                 tracking_uri: str | None) -> str:
-    """Run ``stage_id`` on a worker of ``pool`` and restore its result here (module docstring)."""
+                 tracking_uri: str | None):
+    """Run ``stage_id`` on a worker of ``pool`` and restore its result here (module docstring). The
+    run ends ``Cached`` when the stage was up to date here or the worker did not recompute it, else
+    ``Completed`` (``tasks.stages.outcome``); its result is ``stage_id``."""
     logger = get_run_logger()
     if up_to_date(root, stage_id):
         logger.info("%s is up to date here: not sent", stage_id)
-        return stage_id
+        return outcome(stage_id, False, stage_id)
     for attempt in range(1, attempts + 1):
         with _REPO_LOCK:
             lock_file = Path(root) / "dvc.lock"
@@ -104,7 +106,7 @@ def remote_stage(stage_id: str, pool: str, deps: list[str], commit: str, root: s
         raise RuntimeError(f"stage {stage_id} {state.name.lower()} on pool {pool!r}: {state.message}")
     restore(stage_id, root)
     logger.info("%s restored from the run-cache", stage_id)
-    return stage_id
+    return outcome(stage_id, state.name != "Cached", stage_id)
 
 
 def run_stages(runs: list[StageRun], params: Params, root: str | Path = ROOT) -> list[str]:
@@ -114,7 +116,8 @@ def run_stages(runs: list[StageRun], params: Params, root: str | Path = ROOT) ->
     check_resources(params)
     check_dvc_yaml(root, params)
     if params.placement.dispatch == "local":
-        return [stage(r.id, root=root) for r in runs]
+        # the task ends Completed or Cached (tasks.stages.outcome); its result is the stage id
+        return [stage(r.id, root=root, return_state=True).result() for r in runs]
     commit = workspace_commit(root)
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     futures = {}

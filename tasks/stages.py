@@ -3,6 +3,10 @@
 repro`` would, and a stage whose inputs did not change is skipped by DVC. Transient failures are
 retried. (``tasks.dispatch`` sends stages to workers instead when ``placement.dispatch: pools``.)
 
+A stage that DVC recomputed ends ``Completed``; one whose command DVC did not run (unchanged, or
+its outputs restored from DVC's run cache) ends in the ``Cached`` state (type COMPLETED, as
+Prefect's own cache hits), so the two look different in the Prefect UI (``outcome``).
+
 A stage runs as a child process in its own process group; when the flow is cancelled or gets
 SIGTERM/SIGINT, the whole group is stopped, so no stage keeps running behind the flow's back, and
 the next run resumes from what DVC recorded.
@@ -14,7 +18,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from prefect import get_run_logger, task
 
@@ -68,18 +74,36 @@ def run_logged(args: list[str], root: str | Path, what: str, env: dict | None = 
         raise RuntimeError(f"{what} failed (exit {code}):\n" + "\n".join(tail))
 
 
-def reproduce(stage_id: str, root: str | Path = ROOT, pull: bool = False, env: dict | None = None) -> str:
+def reproduce(stage_id: str, root: str | Path = ROOT, pull: bool = False, env: dict | None = None) -> bool:
     """``dvc repro --single-item <stage_id>`` in ``root`` (skipped by DVC when nothing changed); with
-    ``pull``, missing dependencies and run-cache entries come from the DVC remote first."""
+    ``pull``, missing dependencies and run-cache entries come from the DVC remote first. Returns
+    whether DVC ran the stage's command (the command says so through ``RAN_MARKER_ENV``); False when
+    DVC skipped it or restored its outputs from the run cache. Raises ``RuntimeError`` as ``run_logged``."""
+    from selfevolve.stages.placement import RAN_MARKER_ENV
+
     args = [sys.executable, "-m", "dvc", "repro", "--single-item", stage_id] + (["--pull"] if pull else [])
-    run_logged(args, root, f"stage {stage_id}", env=env)
-    return stage_id
+    with tempfile.TemporaryDirectory(prefix="selfevolve-stage-") as tmp:
+        marker = Path(tmp) / "ran"
+        run_logged(args, root, f"stage {stage_id}", env={**(env or {}), RAN_MARKER_ENV: str(marker)})
+        return marker.is_file()
+
+
+def outcome(stage_id: str, ran: bool, data: Any = None):
+    """The final Prefect state of a run of ``stage_id``: ``Completed`` when DVC ran its command
+    (``ran``), else ``Completed`` named ``Cached``; ``data`` is the run's result."""
+    from prefect.states import Completed
+
+    if ran:
+        return Completed(data=data, message=f"{stage_id}: recomputed (DVC ran the stage's command)")
+    return Completed(data=data, name="Cached", message=f"{stage_id}: not recomputed (DVC found it unchanged or "
+                     "restored its outputs from the run cache)")
 
 
 @task(name="stage", retries=1, retry_delay_seconds=5, task_run_name="{stage_id}")
-def stage(stage_id: str, root: str = str(ROOT)) -> str:
-    """Reproduce one DVC stage (``seeds``, ``solve@c1``, ``solve_shard_0@c1``) in ``root``."""
-    return reproduce(stage_id, root)
+def stage(stage_id: str, root: str = str(ROOT)):
+    """Reproduce one DVC stage (``seeds``, ``solve@c1``, ``solve_shard_0@c1``) in ``root``; the run
+    ends ``Completed`` or ``Cached`` (``outcome``), its result is ``stage_id``."""
+    return outcome(stage_id, reproduce(stage_id, root), stage_id)
 
 
 @task(name="report", retries=1, retry_delay_seconds=5, task_run_name="report")

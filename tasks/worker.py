@@ -57,7 +57,8 @@ def checkout(root: Path, commit: str, lock: str) -> None:
 
 def run_stage(root: Path, stage_id: str, commit: str, lock: str, deps: list[str], tracking_uri: str | None = None) -> dict:
     """Steps 1-5 of the module docstring for ``stage_id`` in the checkout ``root``. ``deps`` are the
-    stage's input data files (outputs of earlier stages). Returns what ran where."""
+    stage's input data files (outputs of earlier stages). Returns what ran where and whether DVC
+    recomputed it (``recomputed``: False when restored from the run cache)."""
     root = Path(root)
     uri = check_tracking_server(os.environ.get("MLFLOW_TRACKING_URI") or tracking_uri)
     url = check_dvc_remote(root)
@@ -66,6 +67,6 @@ def run_stage(root: Path, stage_id: str, commit: str, lock: str, deps: list[str]
     env = {"MLFLOW_TRACKING_URI": uri}
     if deps:
         run_logged([*dvc, "pull", "--force", *deps], root, f"pull inputs of {stage_id} from {url}", env=env)
-    reproduce(stage_id, root, pull=True, env=env)
+    recomputed = reproduce(stage_id, root, pull=True, env=env)
     run_logged([*dvc, "push", "--run-cache", stage_id], root, f"push {stage_id} to {url}", env=env)
-    return {"stage": stage_id, "host": socket.gethostname(), "checkout": str(root), "commit": commit}
+    return {"stage": stage_id, "host": socket.gethostname(), "checkout": str(root), "commit": commit, "recomputed": recomputed}

@@ -273,3 +273,74 @@ def test_report_shows_the_frontier_and_seed_forms_per_cycle(tmp_path):
     md = result["report"].read_text()
     assert "heldout_frontier pass@1" in md and "Held-out accuracy: frontier" in md
 
+
+
+def _with_outcomes(root: Path) -> Path:
+    """The fake campaign (with held-out splits) plus what decides the conclusions: p-values against
+    base, self-labels, and c1 keeping its SFT model while c2 keeps the RL checkpoint and discards SFT."""
+    for c, ps in {"c1": (2.72109334e-19, 0.23), "c2": (0.31, 1.0)}.items():
+        m = json.loads((root / f"metrics/{c}/evaluate.json").read_text())
+        write_json(root / f"metrics/{c}/evaluate.json", {**m, "heldout_frontier_p_vs_base": ps[0], "heldout_seed_p_vs_base": ps[1]})
+    write_json(root / "metrics/c1/datasets.json", {"self_labels": 83})
+    write_json(root / "metrics/c1/train_sft.json", {"sft_kept": 1})
+    write_json(root / "metrics/c2/train_sft.json", {"sft_kept": 0})
+    return root
+
+
+def test_report_concludes_each_cycle_from_its_metrics(tmp_path):
+    root = _with_outcomes(build_fake_campaign(tmp_path / "campaign", frontier=True))
+    md = build_report(root, track=False)["report"].read_text()
+    assert "## Conclusions per cycle" in md
+    assert ("- **c1**: Frontier accuracy improved: 0.175 against the base model's 0.100 (p = 2.7e-19); seed-form accuracy "
+            "0.950 against the base model's 0.950: no significant change (p = 0.23). It added 10 new pool questions and "
+            "83 self-labels for the Solver. Kept: SFT of the RL checkpoint (SFT kept).") in md
+    assert ("- **c2**: Frontier accuracy 0.225 against the base model's 0.100: no significant change (p = 0.31); "
+            "seed-form accuracy 0.950 against the base model's 0.950: no significant change (p = 1). It added 14 new "
+            "pool questions. Kept: RL checkpoint (SFT discarded or not trained).") in md
+
+
+def test_conclusion_of_a_drop_and_of_a_cycle_that_kept_its_start():
+    from selfevolve.reporting.conclusions import cycle_conclusion
+
+    text = cycle_conclusion("c2", {"frontier accuracy": 0.2, "frontier p vs base": 0.001, "rl kept": 0.0, "sft kept": 0.0},
+                            {"frontier accuracy": 0.3}, "c1")
+    assert text == ("Frontier accuracy dropped: 0.200 against the base model's 0.300 (p = 0.001). "
+                    "Kept: its start c1 unchanged (training kept no checkpoint).")
+
+
+def _drawn(plot, root: Path):
+    """The axes of one report figure drawn on an Agg canvas, and that canvas's renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from selfevolve.reporting.collect import collect_campaign
+    from selfevolve.reporting.figures import _new_figure
+    from selfevolve.reporting.series import compute_series
+
+    data = collect_campaign(root)
+    fig, (ax,) = _new_figure()
+    canvas = FigureCanvasAgg(fig)
+    plot(ax, data, compute_series(data))
+    canvas.draw()
+    return ax, canvas.get_renderer()
+
+
+def test_figures_value_labels_do_not_overlap_and_legends_leave_the_points_free(tmp_path):
+    """Issue 26: labels of equal values sat on each other (critic pass rates, rewards) and a legend
+    covered a point. Here the two critic rates are equal in c2 and the frontier labels carry their
+    p-values on a second line, next to the seed forms' labels."""
+    from selfevolve.reporting import figures
+
+    root = _with_outcomes(build_fake_campaign(tmp_path / "campaign", frontier=True))
+    write_json(root / "metrics/c2/critic_plans.json", {"critic_plan_pass_rate": 0.5})  # = c2's question pass rate
+    for plot in (figures._plot_critic, figures._plot_rewards, figures._plot_frontier):
+        ax, renderer = _drawn(plot, root)
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        assert len(boxes) >= 3, plot.__name__  # equal values share one label
+        overlaps = [(a.get_text(), b.get_text()) for i, (a, ba) in enumerate(zip(ax.texts, boxes))
+                    for b, bb in list(zip(ax.texts, boxes))[i + 1:] if ba.overlaps(bb)]
+        assert not overlaps, (plot.__name__, overlaps)
+        (legend,) = [lg.get_window_extent(renderer) for lg in ax.figure.legends]
+        assert not legend.overlaps(ax.get_window_extent(renderer)), plot.__name__
+        assert ax.figure.bbox.x0 - 1 <= legend.x0 and legend.x1 <= ax.figure.bbox.x1 + 1 and legend.y0 >= -1, plot.__name__
+    texts = [t.get_text() for t in ax.texts]  # the frontier figure
+    assert "0.17\np=2.7e-19" in texts and "0.95\np=0.23" in texts and "0.10" in texts

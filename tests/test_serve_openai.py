@@ -116,8 +116,65 @@ def test_server_errors(server):
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     r = httpx.post(f"{server}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "temperature": -1})
     assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
-    r = httpx.post(f"{server}/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "stream": True})
-    assert r.status_code == 400
+    r = httpx.post(f"{server}/v1/completions", json={"model": "other", "prompt": "x"})
+    assert r.status_code == 404 and "tiny" in r.json()["error"]["message"]
+    r = httpx.post(f"{server}/v1/completions", json={"prompt": []})
+    assert r.status_code == 400 and "prompt" in r.json()["error"]["message"]
+    r = httpx.post(f"{server}/v1/completions", json={"prompt": [[1, 2, 3]]})
+    assert r.status_code == 400 and "prompt" in r.json()["error"]["message"]
+    r = httpx.post(f"{server}/v1/completions", json={"prompt": "x", "logprobs": 1, "echo": True, "max_tokens": 1})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
+
+
+def openai_client(server):
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{server}/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def test_openai_client_streams_chat_as_the_plain_answer(server):
+    """Issue 26: ``stream=True`` got 400. Now the official client's stream yields
+    ``chat.completion.chunk`` objects: the role first, the text in pieces that join to the greedy
+    answer of the same request without streaming, one finish_reason per choice, then the usage."""
+    client = openai_client(server)
+    ask = dict(model="tiny", messages=user("Compute 12 + 7."), max_tokens=24, temperature=0, n=2)
+    plain = client.chat.completions.create(**ask)
+    chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    assert {c.object for c in chunks} == {"chat.completion.chunk"} and len({c.id for c in chunks}) == 1
+    for i, want in enumerate(plain.choices):
+        mine = [ch for c in chunks for ch in c.choices if ch.index == i]
+        assert mine[0].delta.role == "assistant"
+        pieces = [ch.delta.content for ch in mine if ch.delta.content]
+        assert "".join(pieces) == want.message.content and want.message.content
+        assert len(pieces) > 1  # handed out while generated, not in one piece at the end
+        assert [ch.finish_reason for ch in mine if ch.finish_reason] == [want.finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage.model_dump() == plain.usage.model_dump()
+
+
+def test_openai_client_completions(server, local_hf):
+    """Issue 26: ``/v1/completions`` was 404. Raw prompts (no chat template), several at once with
+    ``n``, ``stop``, ``echo`` and streaming, as the official client sends them."""
+    client = openai_client(server)
+    prompts = ["Compute 12 + 7.", "<question>"]
+    got = client.completions.create(model="tiny", prompt=prompts, max_tokens=10, temperature=0, n=2)
+    want = local_hf.complete(prompts, SamplingConfig(max_new_tokens=10, n=2, **GREEDY))
+    assert got.object == "text_completion"
+    assert [c.index for c in got.choices] == [0, 1, 2, 3]
+    assert [c.text for c in got.choices] == [c.text for comps in want for c in comps]
+    assert [c.finish_reason for c in got.choices] == [c.finish_reason for comps in want for c in comps]
+    assert got.usage.prompt_tokens == sum(comps[0].prompt_tokens for comps in want)
+    assert got.usage.completion_tokens == sum(c.output_tokens for comps in want for c in comps)
+    # raw prompts are not the chat-templated ones
+    assert want[0][0].prompt_tokens != local_hf.chat([user(prompts[0])], SamplingConfig(max_new_tokens=1))[0][0].prompt_tokens
+    text = want[0][0].text
+    stop = text[4:6]
+    cut = client.completions.create(model="tiny", prompt=prompts[0], max_tokens=10, temperature=0, stop=[stop])
+    assert cut.choices[0].text == text[:text.index(stop)] and cut.choices[0].finish_reason == "stop"
+    echoed = client.completions.create(model="tiny", prompt=prompts[0], max_tokens=10, temperature=0, echo=True)
+    assert echoed.choices[0].text == prompts[0] + text
+    streamed = list(client.completions.create(model="tiny", prompt=prompts[0], max_tokens=10, temperature=0, stream=True))
+    assert "".join(ch.text for c in streamed for ch in c.choices) == text
+    assert [ch.finish_reason for c in streamed for ch in c.choices if ch.finish_reason] == [want[0][0].finish_reason]
 
 
 @pytest.mark.slow
@@ -351,6 +408,9 @@ class FakeBackend(Backend):
         return [[Completion(text=c[-1]["content"].upper(), prompt_tokens=3, output_tokens=2) for _ in range(sampling.n)]
                 for c in conversations]
 
+    def complete(self, prompts, sampling):
+        return self.chat([user(p) for p in prompts], sampling)
+
 
 def test_worker_batches_queued_compatible_requests():
     from selfevolve.backends.serve import GenerationWorker
@@ -416,6 +476,89 @@ def test_request_limits_refuse_before_generation(varied_tiny_model_dir):
         assert huge.status_code == 413 and "over the limit of 100000 bytes" in huge.json()["error"]["message"]
         long = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Compute 2 + 2. " * 200}]})
         assert long.status_code == 400 and "prompt exceeds the context" in long.json()["error"]["message"], long.text
+        huge = client.post("/v1/completions", json={"prompt": "x" * 10_000_000})
+        assert huge.status_code == 413
+        long = client.post("/v1/completions", json={"prompt": ["hi", "Compute 2 + 2. " * 200], "stream": True})
+        assert long.status_code == 400 and "prompt exceeds the context" in long.json()["error"]["message"], long.text
+        assert long.json()["error"]["param"] == "prompt"
         assert fake.batches == []
         ok = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert ok.status_code == 200 and fake.batches == [1]
+        ok = client.post("/v1/completions", json={"prompt": ["hi", "yo"]})
+        assert ok.status_code == 200 and fake.batches == [1, 2]
+        assert [c["text"] for c in ok.json()["choices"]] == ["HI", "YO"]
+
+
+def test_completions_need_a_backend_that_continues_raw_text():
+    from fastapi.testclient import TestClient
+
+    from selfevolve.backends.serve import create_app
+
+    class ChatOnly(Backend):
+        def chat(self, conversations, sampling):
+            raise AssertionError("not reached")
+
+    with TestClient(create_app(ChatOnly(), "chat-only")) as client:
+        r = client.post("/v1/completions", json={"prompt": "hi"})
+    assert r.status_code == 501 and "/v1/chat/completions" in r.json()["error"]["message"]
+
+
+class _Streaming(Backend):
+    """Hands out 'Hel', then waits until the client has it before finishing with 'Hello'."""
+
+    streams = True
+
+    def __init__(self):
+        self.client_has_first = threading.Event()
+        self.waited = None
+
+    def chat(self, conversations, sampling, on_text=None):
+        on_text(0, 0, "Hel")
+        self.waited = self.client_has_first.wait(10)
+        return [[Completion(text="Hello", prompt_tokens=2, output_tokens=3)]]
+
+
+def test_stream_reaches_the_client_while_generation_runs():
+    """A server that collected the whole reply before sending would keep 'Hel' until the backend
+    returned, which it does only after the client got 'Hel' (or after 10 s: then waited is False)."""
+    import uvicorn
+
+    from selfevolve.backends.serve import create_app
+
+    fake = _Streaming()
+    server = uvicorn.Server(uvicorn.Config(create_app(fake, "s"), host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        pieces = []
+        for chunk in openai_client(f"http://127.0.0.1:{port}").chat.completions.create(model="s", messages=user("hi"), stream=True):
+            for ch in chunk.choices:
+                if ch.delta.content:
+                    pieces.append(ch.delta.content)
+                    fake.client_has_first.set()
+        assert fake.waited is True and pieces == ["Hel", "lo"]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_hf_streamed_pieces_are_a_prefix_of_the_final_text(local_hf):
+    """``HFBackend`` hands out text while generating; with stop strings and n > 1 the pieces of
+    each completion join to a prefix of its final text, never past a stop string."""
+    from selfevolve.embedded.transcripts import arith_transcripts
+
+    convs = [t[:1] for _, t in arith_transcripts(3, seed=5)]
+    plain = local_hf.chat(convs, SamplingConfig(max_new_tokens=24, n=2, **GREEDY))
+    stop = [plain[0][0].text[10:12], plain[1][0].text[5:8]]
+    sampling = SamplingConfig(max_new_tokens=24, n=2, stop=stop, **GREEDY)
+    pieces: dict[tuple[int, int], list[str]] = {}
+    final = local_hf.chat(convs, sampling, on_text=lambda p, k, d: pieces.setdefault((p, k), []).append(d))
+    assert set(pieces) == {(p, k) for p in range(3) for k in range(2)}
+    for (p, k), got in pieces.items():
+        joined = "".join(got)
+        assert final[p][k].text.startswith(joined) and not any(s in joined for s in stop)
+    assert final == local_hf.chat(convs, sampling)  # streaming does not change what is generated
+    assert sum(len(v) for v in pieces.values()) > 6  # more than one piece per completion

@@ -11,11 +11,15 @@ inner index = sample).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Messages = list[dict[str, str]]
+
+#: ``on_text(prompt_index, sample_index, delta)``: text generated so far for one completion, handed
+#: out in pieces while generation runs (see ``Backend.streams``).
+TextCallback = Callable[[int, int, str], None]
 
 
 class SamplingConfig(BaseModel):
@@ -49,13 +53,26 @@ class Completion(BaseModel):
 
 class Backend(ABC):
     """Batched chat completion. Implementations must return, for every conversation,
-    exactly ``sampling.n`` completions, in input order."""
+    exactly ``sampling.n`` completions, in input order.
+
+    A backend with ``streams = True`` also accepts ``on_text`` (a ``TextCallback``) in ``chat`` and
+    ``complete``: it is called from the generating thread with pieces of each completion's text as
+    they are generated; the pieces of one completion join to a prefix of its final ``text`` (text
+    that a stop string or a later token may still change is held back), and the caller takes the
+    rest from the returned ``Completion``.
+    """
 
     name: str = "base"
+    streams: bool = False
 
     @abstractmethod
     def chat(self, conversations: list[Messages], sampling: SamplingConfig) -> list[list[Completion]]:
         ...
+
+    def complete(self, prompts: list[str], sampling: SamplingConfig) -> list[list[Completion]]:
+        """``sampling.n`` continuations of each of the B raw text prompts (no chat template), as B
+        lists of ``Completion``. Raises ``NotImplementedError`` in backends without raw prompts."""
+        raise NotImplementedError(f"the {self.name} backend does not continue raw text prompts")
 
     def close(self) -> None:  # pragma: no cover - default no-op
         """Release resources (engines, HTTP clients)."""

@@ -3,7 +3,8 @@
 ``HFBackend`` loads ``AutoTokenizer`` / ``AutoModelForCausalLM`` from a local directory or a hub id
 (hub ids only resolve when the hub is reachable or cached; these machines run with
 ``HF_HUB_OFFLINE=1``), optionally merges a PEFT LoRA adapter, and serves
-``Backend.chat(conversations, sampling)``.
+``Backend.chat(conversations, sampling)`` and ``complete(prompts, sampling)`` (raw text prompts,
+steps 2-4 alike), both optionally streaming text as it is generated (``RowStreamer``).
 
 How a call runs:
 
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
+from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig, TextCallback
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +160,54 @@ def finish_row(gen_ids: list[int], *, limit: int, eos_ids: set[int], pad_id: int
     return text, n, "length" if n >= limit else "stop"
 
 
+class RowStreamer:
+    """transformers' ``generate(streamer=...)`` hook for one micro-batch: hands each row's new text
+    to ``on_text(prompt_index, sample_index, delta)`` while the batch is generated.
+
+    ``rows`` are the batch's ``(prompt, sample)`` pairs in batch order, ``limits`` their token
+    limits. ``generate`` calls ``put`` first with the prompt ids (batch x width, ignored) and then
+    once per step with the next id of every row (shape ``(batch,)``). A row's text is decoded from
+    its ids up to EOS, its limit or a stop string; the last id's text is held back (it may still
+    merge with the next id), as are the last ``len(longest stop) - 1`` characters (they may start
+    a stop string) and a trailing U+FFFD (an incomplete character), so what is handed out is a
+    prefix of the row's final text as ``finish_row`` makes it.
+    """
+
+    def __init__(self, rows: list[tuple[int, int]], limits: list[int], *, eos_ids: set[int], decode,
+                 stop: list[str], on_text: TextCallback):
+        self.rows, self.limits, self.eos_ids, self.decode, self.on_text = rows, limits, eos_ids, decode, on_text
+        self.stop = [s for s in stop if s]
+        self.hold = max((len(s) for s in self.stop), default=1) - 1
+        self.ids: list[list[int]] = [[] for _ in rows]
+        self.sent = [""] * len(rows)
+        self.done = [False] * len(rows)
+        self._prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        for r, t in enumerate(value.reshape(-1).tolist()):
+            if self.done[r]:
+                continue
+            if t in self.eos_ids or len(self.ids[r]) >= self.limits[r]:
+                self.done[r] = True
+                continue
+            self.ids[r].append(t)
+            text = self.decode(self.ids[r][:-1])
+            end = len(text) - self.hold
+            cut = min((p for p in (text.find(s) for s in self.stop) if p >= 0), default=-1)
+            if cut >= 0:
+                self.done[r], end = True, cut
+            safe = text[:max(end, 0)].rstrip("\ufffd")
+            if len(safe) > len(self.sent[r]) and safe.startswith(self.sent[r]):
+                self.on_text(*self.rows[r], safe[len(self.sent[r]):])
+                self.sent[r] = safe
+
+    def end(self) -> None:
+        """Nothing to flush: the rest of each row's text comes with its ``Completion``."""
+
+
 class HFBackend(Backend):
     """Batched chat generation with transformers (CPU or CUDA).
 
@@ -182,6 +231,7 @@ class HFBackend(Backend):
     """
 
     name = "hf"
+    streams = True
 
     def __init__(self, model_path_or_id: str | Path, dtype: str = "float32", device: str = "auto",
                  max_model_len: int | None = None, adapter_path: str | Path | None = None,
@@ -309,94 +359,113 @@ class HFBackend(Backend):
             return None
 
     # ------------------------------------------------------------------ generation
-    def chat(self, conversations: list[Messages], sampling: SamplingConfig) -> list[list[Completion]]:
+    def chat(self, conversations: list[Messages], sampling: SamplingConfig,
+             on_text: TextCallback | None = None) -> list[list[Completion]]:
         """Generate ``sampling.n`` completions for each of the B conversations.
 
         Returns B lists of ``sampling.n`` ``Completion`` (input order; sample order within a
-        prompt is the order of its rows). See the module docstring for batching, stopping,
+        prompt is the order of its rows). With ``on_text``, text is also handed out while it is
+        generated (see ``Backend.streams``). See the module docstring for batching, stopping,
         token counting and seeding.
         """
+        with self._lock:
+            return self._generate(self.encode(conversations) if conversations else [], sampling, on_text)
+
+    def complete(self, prompts: list[str], sampling: SamplingConfig,
+                 on_text: TextCallback | None = None) -> list[list[Completion]]:
+        """``sampling.n`` continuations of each of the B raw text prompts (no chat template; the
+        tokenizer's own special tokens, e.g. BOS, are added as for any raw text). Same shapes,
+        stopping, counting and ``on_text`` as ``chat``."""
+        with self._lock:
+            ids = self.tokenizer(prompts)["input_ids"] if prompts else []
+            return self._generate([list(i) for i in ids], sampling, on_text)
+
+    def _generate(self, prompts: list[list[int]], sampling: SamplingConfig,
+                  on_text: TextCallback | None) -> list[list[Completion]]:
+        """The generation behind ``chat`` and ``complete``: B prompts as token ids (B x L_i) to B
+        lists of ``sampling.n`` completions. The caller holds ``self._lock``."""
         import torch
 
-        with self._lock:
-            t0 = time.time()
-            stats = GenerationStats(prompts=len(conversations))
-            out: list[list[Completion | None]] = [[None] * sampling.n for _ in conversations]
-            if not conversations:
-                self.last_stats = stats
-                return []
-            prompts = self.encode(conversations)
-            rows: list[tuple[int, int]] = []  # (conversation, sample)
-            lengths: list[int] = []
-            limits: list[int] = []
-            for ci, ids in enumerate(prompts):
-                room = self.max_model_len - len(ids)
-                if room < 1:
-                    logger.warning("prompt %d has %d tokens, max_model_len is %d: no room to generate", ci, len(ids), self.max_model_len)
-                    for s in range(sampling.n):
-                        out[ci][s] = Completion(text="", prompt_tokens=len(ids), output_tokens=0, finish_reason="length")
-                    continue
-                for s in range(sampling.n):
-                    rows.append((ci, s))
-                    lengths.append(len(ids))
-                    limits.append(min(sampling.max_new_tokens, room))
-            batches = self._micro_batches(lengths, limits)
-            stats.rows, stats.micro_batches = len(rows), len(batches)
-            criteria = self._stop_criteria(sampling.stop)
-            gen_kwargs: dict[str, Any] = {"do_sample": sampling.temperature > 0, "repetition_penalty": 1.0,
-                                          "eos_token_id": sorted(self.eos_ids), "pad_token_id": self.pad_id,
-                                          "use_cache": True, "num_beams": 1}
-            if sampling.temperature > 0:
-                gen_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-            if criteria is not None:
-                gen_kwargs["stopping_criteria"] = criteria
-
-            model = self.model
-            was_training = bool(getattr(model, "training", False))
-            device = self.device
-            fork_devices = [device.index or 0] if device.type == "cuda" else []
-            decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-            try:
-                model.eval()
-                with torch.random.fork_rng(devices=fork_devices, enabled=sampling.seed is not None), torch.inference_mode():
-                    if sampling.seed is not None:
-                        torch.manual_seed(sampling.seed)
-                    bar = self._progress(len(batches))
-                    for batch in batches:
-                        tb = time.time()
-                        width = max(lengths[i] for i in batch)
-                        new = max(limits[i] for i in batch)
-                        ids_t = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-                        mask_t = torch.zeros((len(batch), width), dtype=torch.long)
-                        for r, i in enumerate(batch):
-                            p = prompts[rows[i][0]]
-                            ids_t[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
-                            mask_t[r, width - len(p):] = 1
-                        gen = model.generate(input_ids=ids_t.to(device), attention_mask=mask_t.to(device),
-                                             max_new_tokens=new, **gen_kwargs)
-                        gen = gen[:, width:].tolist()
-                        for r, i in enumerate(batch):
-                            ci, s = rows[i]
-                            text, n_out, reason = finish_row(gen[r], limit=limits[i], eos_ids=self.eos_ids,
-                                                             pad_id=self.pad_id, decode=decode, stop=sampling.stop)
-                            out[ci][s] = Completion(text=text, prompt_tokens=lengths[i], output_tokens=n_out, finish_reason=reason)
-                            stats.output_tokens += n_out
-                        stats.prompt_tokens += sum(lengths[i] for i in batch)
-                        stats.padded_prompt_tokens += width * len(batch)
-                        stats.per_batch_seconds.append(time.time() - tb)
-                        logger.debug("micro-batch of %d rows, width %d, %d new tokens max: %.2fs", len(batch), width, new, time.time() - tb)
-                        if bar is not None:
-                            bar.update(1)
-                    if bar is not None:
-                        bar.close()
-            finally:
-                if was_training:
-                    model.train()
-            stats.seconds = time.time() - t0
+        t0 = time.time()
+        stats = GenerationStats(prompts=len(prompts))
+        out: list[list[Completion | None]] = [[None] * sampling.n for _ in prompts]
+        if not prompts:
             self.last_stats = stats
-            logger.info("hf generated %d rows in %d micro-batches: %d output tokens in %.2fs (%.1f tok/s)",
-                        stats.rows, stats.micro_batches, stats.output_tokens, stats.seconds, stats.output_tokens_per_s)
-            return [list(c) for c in out]  # type: ignore[arg-type]
+            return []
+        rows: list[tuple[int, int]] = []  # (conversation, sample)
+        lengths: list[int] = []
+        limits: list[int] = []
+        for ci, ids in enumerate(prompts):
+            room = self.max_model_len - len(ids)
+            if room < 1:
+                logger.warning("prompt %d has %d tokens, max_model_len is %d: no room to generate", ci, len(ids), self.max_model_len)
+                for s in range(sampling.n):
+                    out[ci][s] = Completion(text="", prompt_tokens=len(ids), output_tokens=0, finish_reason="length")
+                continue
+            for s in range(sampling.n):
+                rows.append((ci, s))
+                lengths.append(len(ids))
+                limits.append(min(sampling.max_new_tokens, room))
+        batches = self._micro_batches(lengths, limits)
+        stats.rows, stats.micro_batches = len(rows), len(batches)
+        criteria = self._stop_criteria(sampling.stop)
+        gen_kwargs: dict[str, Any] = {"do_sample": sampling.temperature > 0, "repetition_penalty": 1.0,
+                                      "eos_token_id": sorted(self.eos_ids), "pad_token_id": self.pad_id,
+                                      "use_cache": True, "num_beams": 1}
+        if sampling.temperature > 0:
+            gen_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        if criteria is not None:
+            gen_kwargs["stopping_criteria"] = criteria
+
+        model = self.model
+        was_training = bool(getattr(model, "training", False))
+        device = self.device
+        fork_devices = [device.index or 0] if device.type == "cuda" else []
+        decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+        try:
+            model.eval()
+            with torch.random.fork_rng(devices=fork_devices, enabled=sampling.seed is not None), torch.inference_mode():
+                if sampling.seed is not None:
+                    torch.manual_seed(sampling.seed)
+                bar = self._progress(len(batches))
+                for batch in batches:
+                    tb = time.time()
+                    width = max(lengths[i] for i in batch)
+                    new = max(limits[i] for i in batch)
+                    ids_t = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+                    mask_t = torch.zeros((len(batch), width), dtype=torch.long)
+                    for r, i in enumerate(batch):
+                        p = prompts[rows[i][0]]
+                        ids_t[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
+                        mask_t[r, width - len(p):] = 1
+                    streamer = None if on_text is None else RowStreamer(
+                        [rows[i] for i in batch], [limits[i] for i in batch], eos_ids=self.eos_ids,
+                        decode=decode, stop=sampling.stop, on_text=on_text)
+                    gen = model.generate(input_ids=ids_t.to(device), attention_mask=mask_t.to(device),
+                                         max_new_tokens=new, streamer=streamer, **gen_kwargs)
+                    gen = gen[:, width:].tolist()
+                    for r, i in enumerate(batch):
+                        ci, s = rows[i]
+                        text, n_out, reason = finish_row(gen[r], limit=limits[i], eos_ids=self.eos_ids,
+                                                         pad_id=self.pad_id, decode=decode, stop=sampling.stop)
+                        out[ci][s] = Completion(text=text, prompt_tokens=lengths[i], output_tokens=n_out, finish_reason=reason)
+                        stats.output_tokens += n_out
+                    stats.prompt_tokens += sum(lengths[i] for i in batch)
+                    stats.padded_prompt_tokens += width * len(batch)
+                    stats.per_batch_seconds.append(time.time() - tb)
+                    logger.debug("micro-batch of %d rows, width %d, %d new tokens max: %.2fs", len(batch), width, new, time.time() - tb)
+                    if bar is not None:
+                        bar.update(1)
+                if bar is not None:
+                    bar.close()
+        finally:
+            if was_training:
+                model.train()
+        stats.seconds = time.time() - t0
+        self.last_stats = stats
+        logger.info("hf generated %d rows in %d micro-batches: %d output tokens in %.2fs (%.1f tok/s)",
+                    stats.rows, stats.micro_batches, stats.output_tokens, stats.seconds, stats.output_tokens_per_s)
+        return [list(c) for c in out]  # type: ignore[arg-type]
 
     def _progress(self, total: int):
         if not self.progress:

@@ -5,29 +5,50 @@ Endpoints (FastAPI, served by uvicorn, bound to 127.0.0.1 by default):
 - ``POST /v1/chat/completions``: OpenAI chat schema. Request fields used: ``model``, ``messages``
   (``content`` a string or a list of ``{"type": "text", "text": ...}`` parts), ``temperature``
   (default 1), ``top_p`` (default 1), ``max_tokens`` / ``max_completion_tokens`` (default
-  ``default_max_tokens``), ``n`` (default 1), ``stop`` (string or list), ``seed``. Unknown fields
-  are ignored; ``stream: true`` is refused (400). Response: ``id``, ``object: "chat.completion"``,
-  ``created``, ``model``, ``choices[{index, message{role, content}, finish_reason}]``,
+  ``default_max_tokens``), ``n`` (default 1), ``stop`` (string or list), ``seed``, ``stream``,
+  ``stream_options.include_usage``. Unknown fields are ignored. Response: ``id``,
+  ``object: "chat.completion"``, ``created``, ``model``,
+  ``choices[{index, message{role, content}, finish_reason}]``,
   ``usage{prompt_tokens, completion_tokens, total_tokens}`` (``completion_tokens`` summed over the
   ``n`` choices).
+- ``POST /v1/completions``: OpenAI's legacy text completion on raw prompts (no chat template).
+  Fields: ``model``, ``prompt`` (a string or a list of strings; token-id prompts are refused with
+  400), ``max_tokens`` (default 16, as OpenAI's), ``temperature``, ``top_p``, ``n``, ``stop``,
+  ``seed``, ``echo`` (the prompt is put before each text), ``stream``,
+  ``stream_options.include_usage``; ``logprobs`` is refused (400). Response: ``object:
+  "text_completion"``, ``choices[{index, text, finish_reason, logprobs: null}]`` with choice
+  ``index = prompt_index * n + sample_index``, and ``usage`` summed over the prompts.
 - ``GET /v1/models``: the one served model.
 - ``GET /health``: ``{"status": "ok", "model": ...}``.
 
+Streaming (``stream: true``) answers ``text/event-stream`` as OpenAI does: one ``data: {chunk}``
+event per piece of text (``chat.completion.chunk`` objects whose ``choices[i].delta`` holds
+``role`` in the first chunk of each choice, then ``content`` pieces; for ``/v1/completions``
+``text_completion`` objects with ``choices[i].text``), a chunk with each choice's
+``finish_reason``, a chunk with empty ``choices`` and the ``usage`` when
+``stream_options.include_usage`` is set, then ``data: [DONE]``. A backend that streams
+(``Backend.streams``, the ``hf`` backend) hands out text while it generates; with another backend
+each choice arrives in one piece when it is done. A failure after the stream has begun is sent as a
+``data: {"error": {...}}`` event before ``[DONE]``. The pieces of a choice always join to the text
+the same request without ``stream`` returns.
+
 Errors use OpenAI's body ``{"error": {"message", "type", "param", "code"}}``: 400 for an invalid
-request, 404 for another model name, 500 when generation fails.
+request, 404 for another model name, 500 when generation fails, 501 when the backend cannot
+continue raw prompts (``/v1/completions`` on a backend without ``complete``).
 
 Request limits, checked before anything is queued for generation, so that one client cannot stall the
 others: a body over ``max_body_bytes`` (default 2 MiB) is refused with 413 from its
-``Content-Length`` before it is read (a POST without one gets 411), and a prompt whose templated
-token count leaves no room to generate within the backend's ``max_model_len`` gets 400 "prompt
-exceeds the context" (counted with a private copy of the backend's tokenizer, off the event loop).
+``Content-Length`` before it is read (a POST without one gets 411), and a prompt whose token count
+(templated for chat; as tokenised for a raw prompt) leaves no room to generate within the backend's
+``max_model_len`` gets 400 "prompt exceeds the context" (counted with a private copy of the
+backend's tokenizer, off the event loop).
 
 Generation runs in ONE worker thread (the backend is not shared between threads; the HF backend
 also holds its own lock). Requests that arrive while the worker is busy are queued, and queued
-requests with identical sampling parameters are generated together in one batched ``chat`` call
-(up to ``max_batch_prompts`` conversations), which is what makes a concurrent client fast on a
-CPU. Seeded sampling requests (``seed`` set and ``temperature > 0``) always run alone, so their
-output does not depend on what else was queued.
+requests of one kind (chat or raw completion) with identical sampling parameters are generated
+together in one batched call (up to ``max_batch_prompts`` prompts), which is what makes a
+concurrent client fast on a CPU. Seeded sampling requests (``seed`` set and ``temperature > 0``)
+and streamed requests always run alone, so their output does not depend on what else was queued.
 """
 
 from __future__ import annotations
@@ -43,62 +64,34 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
+from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig, TextCallback
+from selfevolve.backends.openai_wire import ChatCompletionRequest, ChunkMaker, CompletionRequest, SamplingFields, sse, usage
 
 logger = logging.getLogger(__name__)
 
 
-class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: str = "text"
-    text: str = ""
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    role: str
-    content: str | list[ContentPart] | None = None
-
-    def text(self) -> str:
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.text for p in self.content if p.type == "text")
-
-
-class ChatCompletionRequest(BaseModel):
-    """The subset of OpenAI's chat completion request this server honours."""
-
-    model_config = ConfigDict(extra="ignore")
-    model: str | None = None
-    messages: list[ChatMessage] = Field(min_length=1)
-    temperature: float = Field(1.0, ge=0.0, le=5.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    n: int = Field(1, ge=1, le=256)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    stream: bool = False
+Kind = Literal["chat", "complete"]
 
 
 @dataclass
 class _Job:
-    conversations: list[Messages]
+    inputs: list[Messages] | list[str]
     sampling: SamplingConfig
+    kind: Kind = "chat"
+    on_text: TextCallback | None = None
     future: Future = field(default_factory=Future)
 
 
 class GenerationWorker:
     """One thread that owns the backend and runs queued jobs, batching compatible ones.
 
-    ``submit(conversations, sampling)`` returns a ``concurrent.futures.Future`` resolving to
-    ``backend.chat(conversations, sampling)`` (or raising its exception).
+    ``submit(inputs, sampling, kind, on_text)`` returns a ``concurrent.futures.Future`` resolving
+    to ``backend.chat(inputs, sampling)`` (``kind="chat"``, B conversations) or
+    ``backend.complete(inputs, sampling)`` (``kind="complete"``, B raw prompts): B lists of
+    ``sampling.n`` completions, or the call's exception. With ``on_text`` the job runs alone and,
+    when the backend streams, ``on_text`` is passed to it (called from the worker thread).
     """
 
     def __init__(self, backend: Backend, max_batch_prompts: int = 64):
@@ -113,34 +106,37 @@ class GenerationWorker:
         self.batches_run = 0
 
     @staticmethod
-    def _batchable(s: SamplingConfig) -> bool:
-        return s.temperature == 0 or s.seed is None
+    def _batchable(job: _Job) -> bool:
+        return job.on_text is None and (job.sampling.temperature == 0 or job.sampling.seed is None)
 
-    def submit(self, conversations: list[Messages], sampling: SamplingConfig) -> Future:
+    def submit(self, inputs: list[Messages] | list[str], sampling: SamplingConfig, kind: Kind = "chat",
+               on_text: TextCallback | None = None) -> Future:
+        """Queue one job (see the class docstring); raises ``RuntimeError`` once stopped."""
         if self._stopped:
             raise RuntimeError("generation worker is stopped")
-        job = _Job(conversations, sampling)
+        job = _Job(inputs, sampling, kind, on_text)
         self._queue.put(job)
         return job.future
 
     def _take_compatible(self, first: _Job) -> list[_Job]:
-        """``first`` plus every waiting job with the same sampling parameters (in arrival order,
-        up to ``max_batch_prompts`` conversations); the others keep their place in line."""
+        """``first`` plus every waiting batchable job of its kind with the same sampling parameters
+        (in arrival order, up to ``max_batch_prompts`` prompts); the others keep their place in line."""
         jobs = [first]
-        if not self._batchable(first.sampling):
+        if not self._batchable(first):
             return jobs
         while True:
             try:
                 self._pending.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        size = len(first.conversations)
+        size = len(first.inputs)
         keep: deque[_Job | None] = deque()
         while self._pending:
             job = self._pending.popleft()
-            if job is not None and job.sampling == first.sampling and size + len(job.conversations) <= self.max_batch_prompts:
+            if (job is not None and self._batchable(job) and job.kind == first.kind and job.sampling == first.sampling
+                    and size + len(job.inputs) <= self.max_batch_prompts):
                 jobs.append(job)
-                size += len(job.conversations)
+                size += len(job.inputs)
             else:
                 keep.append(job)
         self._pending = keep
@@ -152,11 +148,13 @@ class GenerationWorker:
             if first is None:
                 return
             jobs = self._take_compatible(first)
-            convs = [c for j in jobs for c in j.conversations]
+            convs = [c for j in jobs for c in j.inputs]
+            call = self.backend.chat if first.kind == "chat" else self.backend.complete
+            extra = {"on_text": first.on_text} if first.on_text is not None and self.backend.streams else {}
             t0 = time.time()
             try:
                 with self._lock:
-                    results = self.backend.chat(convs, first.sampling)
+                    results = call(convs, first.sampling, **extra)
             except BaseException as exc:  # noqa: BLE001 - delivered to every waiting request
                 logger.exception("generation failed for %d conversation(s)", len(convs))
                 for j in jobs:
@@ -166,8 +164,8 @@ class GenerationWorker:
             logger.info("served %d request(s), %d conversation(s) in one batch: %.2fs", len(jobs), len(convs), time.time() - t0)
             k = 0
             for j in jobs:
-                j.future.set_result(results[k:k + len(j.conversations)])
-                k += len(j.conversations)
+                j.future.set_result(results[k:k + len(j.inputs)])
+                k += len(j.inputs)
 
     def stop(self, timeout: float | None = 5.0) -> None:
         """Finish the queued jobs, then end the thread."""
@@ -209,14 +207,75 @@ class PromptCounter:
         self._tok = copy.deepcopy(tok) if tok is not None else None
         self._lock = threading.Lock()
 
-    def count(self, conversation: Messages) -> int | None:
-        """Tokens of the prompt ``conversation`` renders to (chat template, generation prompt)."""
+    def count(self, prompt: Messages | str) -> int | None:
+        """Tokens of a prompt as the backend runs it: a conversation rendered with the chat template
+        (generation prompt, no extra special tokens), a raw string tokenised as it is (the
+        tokenizer's special tokens added). None without a tokenizer."""
         if self._tok is None:
             return None
         from selfevolve.backends.hf import render_prompt
 
         with self._lock:
-            return len(self._tok(render_prompt(self._tok, conversation), add_special_tokens=False)["input_ids"])
+            if isinstance(prompt, str):
+                return len(self._tok(prompt)["input_ids"])
+            return len(self._tok(render_prompt(self._tok, prompt), add_special_tokens=False)["input_ids"])
+
+    async def refusal(self, prompts: list[Messages] | list[str], param: str):
+        """The 400 response for the first of ``prompts`` with no room left in the context, or None."""
+        if self.limit is None:
+            return None
+        for prompt in prompts:
+            tokens = await asyncio.to_thread(self.count, prompt)
+            if tokens is not None and tokens >= self.limit:
+                return _error(400, f"prompt exceeds the context: {tokens} tokens, the model's context is {self.limit} "
+                              f"tokens (prompt and reply); shorten the {param}", "context_length_exceeded", param)
+        return None
+
+
+async def _stream(worker: GenerationWorker, kind: Kind, inputs: list[Messages] | list[str], sampling: SamplingConfig,
+                  chunk: ChunkMaker, opening: list[dict[str, Any]], usage_chunk: dict[str, Any] | None,
+                  ) -> AsyncIterator[bytes]:
+    """The event stream of one streamed request (see the module docstring): the ``opening``
+    chunks, the text pieces ``worker`` hands out, each choice's rest and ``finish_reason``,
+    ``usage_chunk`` with the usage filled in (when not None), ``[DONE]``. Choice index = prompt
+    index x n + sample index. The job is queued when the stream is first read."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[tuple[int, int, str] | None] = asyncio.Queue()
+
+    def on_text(p: int, k: int, delta: str) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, (p, k, delta))
+
+    future = worker.submit(inputs, sampling, kind, on_text)
+    # called in the worker thread after the last on_text, so it arrives last
+    future.add_done_callback(lambda _: loop.call_soon_threadsafe(events.put_nowait, None))
+    n = sampling.n
+    for first in opening:
+        yield sse(first)
+    sent: dict[int, str] = {}
+    while (event := await events.get()) is not None:
+        p, k, delta = event
+        sent[p * n + k] = sent.get(p * n + k, "") + delta
+        yield sse(chunk(p * n + k, delta, None))
+    try:
+        results: list[list[Completion]] = future.result()
+        if any(c.finish_reason == "error" for comps in results for c in comps):
+            raise RuntimeError("generation failed for this request")
+    except Exception as exc:  # noqa: BLE001 - the status line is sent; the client reads an error event
+        yield sse({"error": {"message": f"generation failed: {type(exc).__name__}: {exc}", "type": "server_error",
+                              "param": None, "code": 500}})
+        yield sse("[DONE]")
+        return
+    for p, comps in enumerate(results):
+        for k, c in enumerate(comps):
+            done = sent.get(p * n + k, "")
+            if not c.text.startswith(done):  # a backend breaking its prefix promise; nothing can be taken back
+                logger.warning("streamed text of choice %d is not a prefix of its final text", p * n + k)
+            elif len(c.text) > len(done):
+                yield sse(chunk(p * n + k, c.text[len(done):], None))
+            yield sse(chunk(p * n + k, None, c.finish_reason))
+    if usage_chunk is not None:
+        yield sse({**usage_chunk, "usage": usage(results)})
+    yield sse("[DONE]")
 
 
 def create_app(backend: Backend, model_name: str, model_path: str | None = None, default_max_tokens: int = 256,
@@ -230,6 +289,7 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
     """
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import StreamingResponse
 
     worker = GenerationWorker(backend, max_batch_prompts=max_batch_prompts)
     counter = PromptCounter(backend)
@@ -269,45 +329,90 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
     async def models():
         return {"object": "list", "data": [{"id": model_name, "object": "model", "created": created, "owned_by": "selfevolve"}]}
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions(req: ChatCompletionRequest):
-        if req.model and not _same_model(req.model, model_name, model_path):
-            return _error(404, f"model {req.model!r} is not served here; this server serves {model_name!r}",
+    def check_model(requested: str | None):
+        if requested and not _same_model(requested, model_name, model_path):
+            return _error(404, f"model {requested!r} is not served here; this server serves {model_name!r}",
                           "not_found_error", "model")
-        if req.stream:
-            return _error(400, "stream=true is not supported by this server", param="stream")
-        stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-        sampling = SamplingConfig(
-            temperature=req.temperature, top_p=req.top_p, n=req.n, seed=req.seed, stop=[s for s in stop if s],
-            max_new_tokens=req.max_completion_tokens or req.max_tokens or default_max_tokens,
-        )
-        conversation = [{"role": m.role, "content": m.text()} for m in req.messages]
-        if counter.limit is not None:
-            tokens = await asyncio.to_thread(counter.count, conversation)
-            if tokens is not None and tokens >= counter.limit:
-                return _error(400, f"prompt exceeds the context: {tokens} tokens, the model's context is {counter.limit} "
-                              "tokens (prompt and reply); shorten the messages", "context_length_exceeded", "messages")
+        return None
+
+    async def generate(kind: Kind, inputs: list[Messages] | list[str], sampling: SamplingConfig):
+        """B lists of completions, or the 500 response."""
         try:
-            results = await asyncio.wrap_future(worker.submit([conversation], sampling))
+            results = await asyncio.wrap_future(worker.submit(inputs, sampling, kind))
         except Exception as exc:  # noqa: BLE001 - reported to the client
             return _error(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error")
-        comps: list[Completion] = results[0]
-        if any(c.finish_reason == "error" for c in comps):
+        if any(c.finish_reason == "error" for comps in results for c in comps):
             return _error(500, "generation failed for this request", "server_error")
-        completion_tokens = sum(c.output_tokens for c in comps)
-        prompt_tokens = comps[0].prompt_tokens if comps else 0
+        return results
+
+    def event_stream(req: SamplingFields, kind: Kind, inputs: list[Messages] | list[str], sampling: SamplingConfig,
+                     chunk: ChunkMaker, opening: list[dict[str, Any]]):
+        first = chunk(0, None, None)
+        usage_chunk = {**first, "choices": []} if req.stream_options and req.stream_options.include_usage else None
+        return StreamingResponse(_stream(worker, kind, inputs, sampling, chunk, opening, usage_chunk), media_type="text/event-stream")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatCompletionRequest):
+        if (refused := check_model(req.model)) is not None:
+            return refused
+        sampling = req.sampling(req.max_completion_tokens or req.max_tokens or default_max_tokens)
+        conversation = [{"role": m.role, "content": m.text()} for m in req.messages]
+        if (refused := await counter.refusal([conversation], "messages")) is not None:
+            return refused
+        rid, now = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            def chunk(index: int, text: str | None, finish: str | None, role: bool = False) -> dict[str, Any]:
+                delta = {"role": "assistant", "content": text} if role else ({} if text is None else {"content": text})
+                return {"id": rid, "object": "chat.completion.chunk", "created": now, "model": model_name,
+                        "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+            opening = [chunk(i, "", None, role=True) for i in range(sampling.n)]
+            return event_stream(req, "chat", [conversation], sampling, chunk, opening)
+        results = await generate("chat", [conversation], sampling)
+        if not isinstance(results, list):
+            return results
         return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
+            "id": rid, "object": "chat.completion", "created": now, "model": model_name,
             "choices": [
                 {"index": i, "message": {"role": "assistant", "content": c.text}, "finish_reason": c.finish_reason, "logprobs": None}
-                for i, c in enumerate(comps)
+                for i, c in enumerate(results[0])
             ],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "usage": usage(results),
         }
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest):
+        if (refused := check_model(req.model)) is not None:
+            return refused
+        if req.logprobs is not None:
+            return _error(400, "logprobs is not supported by this server", param="logprobs")
+        if type(backend).complete is Backend.complete:
+            return _error(501, f"the {backend.name} backend does not continue raw text prompts; use /v1/chat/completions",
+                          "not_implemented_error")
+        prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
+        sampling = req.sampling(req.max_tokens)
+        if (refused := await counter.refusal(prompts, "prompt")) is not None:
+            return refused
+        rid, now = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        echo = [prompts[i // sampling.n] if req.echo else "" for i in range(len(prompts) * sampling.n)]
+
+        def choice(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
+            return {"index": index, "text": text or "", "finish_reason": finish, "logprobs": None}
+
+        if req.stream:
+            def chunk(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
+                return {"id": rid, "object": "text_completion", "created": now, "model": model_name,
+                        "choices": [choice(index, text, finish)]}
+
+            opening = [chunk(i, text, None) for i, text in enumerate(echo) if text]
+            return event_stream(req, "complete", prompts, sampling, chunk, opening)
+        results = await generate("complete", prompts, sampling)
+        if not isinstance(results, list):
+            return results
+        flat = [c for comps in results for c in comps]
+        return {"id": rid, "object": "text_completion", "created": now, "model": model_name,
+                "choices": [choice(i, echo[i] + c.text, c.finish_reason) for i, c in enumerate(flat)],
+                "usage": usage(results)}
 
     return app
 

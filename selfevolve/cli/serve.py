@@ -28,7 +28,7 @@ def serve(
 ) -> None:
     """Serve MODEL_PATH over an OpenAI-compatible API until stopped (Ctrl-C or SIGTERM).
 
-    Endpoints: POST /v1/chat/completions (model, messages, temperature, top_p, max_tokens, n, stop, seed), GET /v1/models, GET /health. Concurrent requests with the same sampling parameters are generated together in one batch by a single worker thread.
+    Endpoints: POST /v1/chat/completions (model, messages, temperature, top_p, max_tokens, n, stop, seed, stream), POST /v1/completions (raw prompt or list of prompts, max_tokens, temperature, n, stop, echo, stream), GET /v1/models, GET /health. stream=true answers with server-sent events as OpenAI's API does. Concurrent requests with the same sampling parameters are generated together in one batch by a single worker thread.
 
     Use it from the pipeline with model.backend: openai and model.openai_base_url: http://127.0.0.1:PORT/v1 in params.yaml.
 

@@ -23,12 +23,14 @@ def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay:
     from selfevolve.stages.shards import Shard
 
     p = load_params_or_fail(params, overlay)
-    from selfevolve.stages.placement import RESTORE_ONLY_ENV
+    from selfevolve.stages.placement import RAN_MARKER_ENV, RESTORE_ONLY_ENV
 
     restoring = os.environ.get(RESTORE_ONLY_ENV)
     if restoring:  # set by the campaign flow while it restores a worker's result (tasks/dispatch.py)
         fail(f"stage {restoring} was about to be recomputed while restoring a worker's result: its run-cache entry is "
              "not on the DVC remote (did the worker push it? do the flow and the worker share the default remote?)")
+    if marker := os.environ.get(RAN_MARKER_ENV):  # the flow learns that DVC ran this command (tasks/stages.py)
+        Path(marker).write_text(stage.name + (f"@{cycle}" if cycle else ""), encoding="utf-8")
     if stage.per_cycle:
         if not cycle:
             fail(f"stage '{stage.name}' runs per cycle: give --cycle (one of {p.cycle_names()})")

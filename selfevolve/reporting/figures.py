@@ -10,6 +10,9 @@ from statistics import fmean
 from selfevolve.reporting.collect import CampaignData
 from selfevolve.reporting.series import ROLES
 
+#: A value label: x (cycle position), y (data units), text, color.
+Label = tuple[int, float, str, str]
+
 #: figure name -> (file name, title)
 FIGURES: dict[str, tuple[str, str]] = {
     "frontier": ("frontier.png", "Held-out accuracy: frontier (never supervised) and seed forms, per cycle"),
@@ -49,9 +52,14 @@ def _cycle_axis(ax, cycles: list[str], xlabel: str = "cycle") -> None:
     ax.grid(True, axis="y", alpha=0.3)
 
 
-def _lines(ax, cycles: list[str], rows: list[dict], fields: list[tuple[str, str, dict]], annotate: bool = True) -> None:
-    """One line per field (``(key, label, style)``) over the cycles; gaps where a value is None."""
+def _lines(ax, cycles: list[str], rows: list[dict], fields: list[tuple[str, str, dict]], annotate: bool = True,
+           notes: dict[tuple[str, int], str] | None = None) -> list[Label]:
+    """One line per field (``(key, label, style)``) over the cycles; gaps where a value is None.
+    Returns the value labels to draw: with ``annotate`` (and at most 8 cycles) one per point, its
+    value followed by ``notes[(key, x)]`` on a second line when given; ``_finish`` places them
+    once the axes' limits are final."""
     pos = {c: i for i, c in enumerate(cycles)}
+    labels: list[Label] = []
     for key, label, style in fields:
         pts = [(pos[r["cycle"]], r.get(key)) for r in rows if r.get(key) is not None and r["cycle"] in pos]
         if not pts:
@@ -60,22 +68,53 @@ def _lines(ax, cycles: list[str], rows: list[dict], fields: list[tuple[str, str,
         (line,) = ax.plot(xs, ys, marker="o", label=label, **style)
         if annotate and len(cycles) <= 8:
             for x, y in pts:
-                ax.annotate(f"{y:.2f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8,
-                            color=line.get_color())
+                note = (notes or {}).get((key, x))
+                labels.append((x, y, f"{y:.2f}" + (f"\n{note}" if note else ""), line.get_color()))
+    return labels
+
+
+LABEL_PT = 8  # font size of value labels, points
+
+
+def _place_labels(ax, labels: list[Label]) -> None:
+    """Draw value labels (``(x, y, text, color)``) 4 points above their points, leaving out a label
+    that would overlap a label already drawn at its x (from the highest point down) or another
+    point's marker there: close values then show one label, and the lines show the rest."""
+    px_per_pt = ax.figure.dpi / 72
+    marker = 4 * px_per_pt  # a marker's radius, with a little room
+    for x in sorted({lab[0] for lab in labels}):
+        here = sorted((lab for lab in labels if lab[0] == x), key=lambda lab: -lab[1])
+        points = [ax.transData.transform((x, lab[1]))[1] for lab in here]
+        floor = float("inf")  # lowest display y taken by the labels drawn so far at this x
+        for i, (_, y, text, color) in enumerate(here):
+            bottom = points[i] + marker
+            top = bottom + (LABEL_PT + 2) * (text.count("\n") + 1) * px_per_pt
+            if top > floor or any(bottom - marker < p < top + marker for j, p in enumerate(points) if j != i):
+                continue
+            ax.annotate(text, (x, y), textcoords="offset pixels", xytext=(0, marker), ha="center", va="bottom",
+                        fontsize=LABEL_PT, color=color, linespacing=1.0, in_layout=False)
+            floor = bottom
 
 
 FRACTION = (-0.02, 1.08)  # y range of plots of fractions, with room for value labels
 
 
-def _finish(ax, cycles: list[str], plot_title: str, ylabel: str, ylim: tuple[float, float] | None = None, **legend) -> None:
-    """Cycle x axis, y label and range, title and legend (``legend``: keyword arguments of
-    ``ax.legend`` over ``loc="best", fontsize=8``)."""
+def _finish(ax, cycles: list[str], plot_title: str, ylabel: str, ylim: tuple[float, float] | None = None,
+            labels: list[Label] = (), **legend) -> None:
+    """Cycle x axis, y label and range, title, the value ``labels`` (``_place_labels``) and the axes'
+    legend outside them, below, so that it covers no point (``legend``: keyword arguments of
+    ``Figure.legend`` over ``loc="outside lower center", ncols=2, fontsize=8``)."""
     _cycle_axis(ax, cycles)
     if ylim is not None:
         ax.set_ylim(*ylim)
     ax.set_ylabel(ylabel)
     ax.set_title(plot_title)
-    ax.legend(**{"loc": "best", "fontsize": 8, **legend})
+    handles, names = ax.get_legend_handles_labels()
+    if handles:
+        ax.figure.legend(handles, names, **{"loc": "outside lower center", "ncols": 2, "fontsize": 8, **legend})
+    if labels:
+        ax.figure.draw_without_rendering()  # lays the axes out around the legend: labels need the final transform
+        _place_labels(ax, labels)
 
 
 def _plot_benchmarks(ax, data: CampaignData, series: dict) -> None:
@@ -101,8 +140,7 @@ def _plot_benchmarks(ax, data: CampaignData, series: dict) -> None:
             m = re.fullmatch(rf"{re.escape(name)}_pass_at_(\d+)", k)
             if m:
                 fields.append((k, f"{name} pass@{m.group(1)}", {"color": color, "linestyle": "--"}))
-    _lines(ax, data.cycles, rows, fields)
-    _finish(ax, data.cycles, title, "score (fraction of questions)", FRACTION)
+    _finish(ax, data.cycles, title, "score (fraction of questions)", FRACTION, _lines(ax, data.cycles, rows, fields))
 
 
 def _plot_pool_size(ax, data: CampaignData, series: dict) -> None:
@@ -166,8 +204,7 @@ def _plot_pool_levels(ax, data: CampaignData, series: dict) -> None:
     if unknown:
         ax.bar([pos[r["cycle"]] for r in unknown], [r["fraction"] for r in unknown],
                bottom=[bottoms.get(r["cycle"], 0.0) for r in unknown], width=0.6, color="lightgray", label="no level")
-    _finish(ax, data.cycles, title, "fraction of the pool", (0, 1.0), loc="center left", bbox_to_anchor=(1.0, 0.5),
-            title="difficulty")
+    _finish(ax, data.cycles, title, "fraction of the pool", (0, 1.0), loc="outside right upper", ncols=1, title="difficulty")
 
 
 def _plot_pool_pass_rate(ax, data: CampaignData, series: dict) -> None:
@@ -197,14 +234,14 @@ def _plot_pool_pass_rate(ax, data: CampaignData, series: dict) -> None:
 
 
 def _line_figure(ax, data: CampaignData, rows: list[dict], name: str, fields: list[tuple[str, str, dict]], ylabel: str,
-                 missing: str, **legend) -> None:
-    """A figure of fractions per cycle, one line per field, or the note ``missing`` without rows."""
+                 missing: str, notes: dict[tuple[str, int], str] | None = None, **legend) -> None:
+    """A figure of fractions per cycle, one line per field (labels with ``notes``, see ``_lines``),
+    or the note ``missing`` without rows."""
     title = FIGURES[name][1]
     if not rows:
         _no_data(ax, title, missing)
         return
-    _lines(ax, data.cycles, rows, fields)
-    _finish(ax, data.cycles, title, ylabel, FRACTION, **legend)
+    _finish(ax, data.cycles, title, ylabel, FRACTION, _lines(ax, data.cycles, rows, fields, notes=notes), **legend)
 
 
 def _plot_critic(ax, data: CampaignData, series: dict) -> None:
@@ -219,13 +256,21 @@ def _plot_rewards(ax, data: CampaignData, series: dict) -> None:
                  "no reward_<role> in metrics/<cycle>/rewards.json", title="role")
 
 
+def _p_notes(data: CampaignData, splits: tuple[str, ...]) -> dict[tuple[str, int], str]:
+    """``p=<McNemar p vs base>`` per (``heldout_<split>_accuracy``, cycle position), where known."""
+    from selfevolve.headline import fmt
+
+    return {(f"heldout_{s}_accuracy", i): f"p={fmt(p, 'p')}" for s in splits for i, c in enumerate(data.cycles)
+            if (p := data.metric(c, "evaluate", f"heldout_{s}_p_vs_base")) is not None}
+
+
 def _plot_frontier(ax, data: CampaignData, series: dict) -> None:
     _line_figure(ax, data, series["benchmarks"], "frontier",
                  [("heldout_frontier_accuracy", "frontier (never supervised)", {"color": "tab:red", "linewidth": 2.5}),
                   ("heldout_beyond_accuracy", "rungs beyond the frontier (never supervised)", {"color": "tab:orange", "linewidth": 2.0}),
                   ("heldout_seed_accuracy", "seed forms (retention)", {"color": "tab:blue", "linewidth": 2.5})],
                  "greedy accuracy (held-out)", "no heldout_frontier_accuracy / heldout_seed_accuracy in metrics/<cycle>/evaluate.json\n"
-                 "(a seed set without held-out splits)")
+                 "(a seed set without held-out splits)", notes=_p_notes(data, ("frontier", "seed")))
 
 
 def _plot_forms(ax, data: CampaignData, series: dict) -> None:
@@ -268,8 +313,7 @@ def _plot_mass(axes, data: CampaignData, series: dict) -> None:
         for i, d in enumerate(domains):
             fields.append((f"{d}_champion_fitness", f"{d}: champion", {"color": colors(i)}))
             fields.append((f"{d}_single_agent_fitness", f"{d}: single agent (reference)", {"color": colors(i), "linestyle": ":"}))
-        _lines(ax, data.cycles, rows, fields)
-        _finish(ax, data.cycles, title, "fitness (mean verified score on the search sample)")
+        _finish(ax, data.cycles, title, "fitness (mean verified score on the search sample)", None, _lines(ax, data.cycles, rows, fields))
     hist = series["mass_history"]
     if not hist:
         _no_data(ax_h, "MASS search progress within each cycle", "no search history in data/cycles/<cycle>/mass/search.json")

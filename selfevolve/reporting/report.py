@@ -21,7 +21,8 @@ and writes into ``out_dir`` (default ``<root>/reports``):
 * ``benchmarks.png``, ``pool_size.png``, ``pool_levels.png``, ``pool_pass_rate.png``,
   ``critic_pass_rates.png``, ``rewards.png``, ``mass_fitness.png`` (matplotlib, Agg canvas; a plot
   whose data is missing is still written and says what is missing);
-* ``report.md``: a per-cycle table and every figure with a caption;
+* ``report.md``: a per-cycle table, a written conclusion per cycle (``conclusions``) and every
+  figure with a caption;
 * series files (JSON lists of row objects, ``step`` 0 = base, 1.. = cycles) that ``dvc plots`` can
   read: ``benchmarks.json``, ``pool.json``, ``pool_levels.json``, ``pool_pass_rates.json``,
   ``critic.json``, ``rewards.json``, ``mass.json``, ``mass_history.json``.
@@ -44,6 +45,7 @@ from typing import Any
 
 from selfevolve.paths import reports_dir
 from selfevolve.reporting.collect import CampaignData, collect_campaign
+from selfevolve.reporting.conclusions import conclusions
 from selfevolve.reporting.figures import FIGURES, render_figures
 from selfevolve.reporting.series import PLOTS_PAGE, ROLES, SERIES, compute_series, write_plots_page
 
@@ -55,8 +57,8 @@ __all__ = ["build_report", "write_markdown"]
 
 _CAPTIONS = {
     "frontier": "Greedy held-out accuracy of each cycle's model on the frontier forms (one step beyond the warm start, never "
-                "trained on) and on the seed forms the warm start learned (retention). Exact McNemar tests against the base "
-                "model are in the table (`heldout_<split>_p_vs_base`).",
+                "trained on) and on the seed forms the warm start learned (retention). Under each value: the exact McNemar "
+                "p-value against the base model (`heldout_<split>_p_vs_base`, also in the table).",
     "forms": "Held-out accuracy per question form (`a+b`: an a-digit plus a b-digit number) per cycle: where the gains "
              "are, and what is still out of reach.",
     "benchmarks": "Score of each cycle's model (base = the starting model) on every benchmark of `evaluation.benchmarks`: "
@@ -129,7 +131,7 @@ def _table(data: CampaignData, series: dict) -> str:
 
 def write_markdown(data: CampaignData, series: dict, figures: dict[str, Path], series_files: dict[str, Path],
                    out_dir: str | Path) -> Path:
-    """Write ``out_dir/report.md`` (per-cycle table, each figure with its caption, data files,
+    """Write ``out_dir/report.md`` (per-cycle table, conclusions, each figure with its caption, data files,
     missing inputs). Links are relative to ``out_dir``. Returns the path."""
     out_dir = Path(out_dir)
     parts = [
@@ -150,6 +152,8 @@ def write_markdown(data: CampaignData, series: dict, figures: dict[str, Path], s
         "MASS champion fitness (mass_search).",
         "",
     ]
+    if found := conclusions(data):
+        parts += ["## Conclusions per cycle", ""] + [f"- **{c}**: {text}" for c, text in found.items()] + [""]
     for name, path in figures.items():
         title = FIGURES[name][1]
         parts += [f"## {title}", "", f"![{title}]({path.name})", "", _CAPTIONS[name], ""]

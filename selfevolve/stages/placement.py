@@ -27,6 +27,10 @@ from selfevolve.stages.shards import Shard, all_parts, shard_name
 #: Set by the campaign flow while it restores a worker's result from the run-cache: a stage command
 #: that finds it refuses to compute (the result must come from the remote, not be made twice).
 RESTORE_ONLY_ENV = "SELFEVOLVE_RESTORE_ONLY"
+#: Set by the flow around ``dvc repro`` to a file path: a stage command that finds it writes its
+#: stage's name there before computing, so the flow tells a stage DVC recomputed from one it
+#: skipped (unchanged) or restored from its run cache (``tasks.stages.reproduce``).
+RAN_MARKER_ENV = "SELFEVOLVE_RAN_MARKER"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""A short written conclusion per cycle, generated from its headline metrics (``selfevolve.headline``):
+what changed on the held-out splits against the base model with the exact McNemar p-value (a change
+is claimed only at p < ``SIGNIFICANT``), what the pool and the Solver's self-labels grew by, and
+which model the cycle kept (``selfevolve.model_registry.kept``)."""
+
+from __future__ import annotations
+
+from selfevolve import headline
+from selfevolve.model_registry import kept
+from selfevolve.reporting.collect import CampaignData
+
+#: p-value below which a difference from the base model is called a change.
+SIGNIFICANT = 0.05
+#: (headline accuracy, its p-value vs base, how the sentence names it)
+SPLITS = (("frontier accuracy", "frontier p vs base", "frontier accuracy"),
+          ("seed accuracy", "seed p vs base", "seed-form accuracy"))
+
+
+def _split_sentence(name: str, value: float, base: float | None, p: float | None) -> str:
+    acc = headline.fmt(value, "accuracy")
+    if base is None:
+        return f"{name} {acc} (no base model value to compare with)"
+    was = f"{acc} against the base model's {headline.fmt(base, 'accuracy')}"
+    if p is None:
+        return f"{name} {was} (no p-value)"
+    if p >= SIGNIFICANT:
+        return f"{name} {was}: no significant change (p = {headline.fmt(p, 'p')})"
+    return f"{name} {'improved' if value > base else 'dropped'}: {was} (p = {headline.fmt(p, 'p')})"
+
+
+def cycle_conclusion(cycle: str, metrics: dict[str, float], base: dict[str, float], init: str | None) -> str:
+    """One cycle's conclusion in two or three sentences from its headline ``metrics`` and the base
+    model's (``base``), both by readable name (``headline.values``); ``init`` is the cycle it
+    started from."""
+    parts = [_split_sentence(label, metrics[acc], base.get(acc), metrics.get(p))
+             for acc, p, label in SPLITS if acc in metrics]
+    text = ("; ".join(parts) + ".") if parts else "No held-out evaluation."
+    text = text[0].upper() + text[1:]
+    grew = [f"{int(metrics[k])} {what}" for k, what in (("pool growth", "new pool questions"),
+                                                        ("self-labels", "self-labels for the Solver")) if k in metrics]
+    if grew:
+        text += f" It added {' and '.join(grew)}."
+    return text + f" Kept: {kept(metrics, cycle, init)}."
+
+
+def conclusions(data: CampaignData) -> dict[str, str]:
+    """Cycle name -> conclusion (``cycle_conclusion``) for every cycle after ``base`` that has metrics."""
+    base = headline.values(data.metrics.get("base", {}))
+    cycles = data.params.get("cycles") or {}
+    return {c: cycle_conclusion(c, headline.values(data.metrics[c]), base, (cycles.get(c) or {}).get("init"))
+            for c in data.cycles if c != "base" and data.metrics.get(c)}
