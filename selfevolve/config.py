@@ -98,10 +98,10 @@ class BootstrapParams(_Section):
     probe_questions: int = Field(200, ge=1, description="validation questions per split on which the base model's standing "
                                  "is measured (greedy accuracy; frontier pass@k)")
     frontier_k: int = Field(8, ge=1, description="samples per frontier question for the base model's pass@k")
-    min_frontier_pass: float = Field(0.0, ge=0.0, le=1.0, description="the warm start keeps training while its frontier "
+    min_frontier_pass: float = Field(0.2, ge=0.0, le=1.0, description="the warm start keeps training while its frontier "
                                      "pass@frontier_k (on probe_questions validation questions) is below this")
-    extra_rounds: int = Field(0, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass")
-    extra_steps: int = Field(500, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
+    extra_rounds: int = Field(2, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass")
+    extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "BootstrapParams":

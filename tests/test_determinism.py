@@ -25,7 +25,7 @@ STAGES = [("seeds", None), ("bootstrap", None), ("evaluate_base", None), ("chall
 def _params() -> Params:
     p = Params()
     p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 12, 300, 8
-    p.bootstrap.probe_questions, p.bootstrap.frontier_k = 4, 2
+    p.bootstrap.probe_questions, p.bootstrap.frontier_k, p.bootstrap.extra_steps = 4, 2, 4
     p.seeds.size, p.seeds.heldout_size, p.seeds.val_size = 30, 6, 4
     p.sampling.max_new_tokens = p.evaluation.max_new_tokens = 32
     p.sage.questions_per_cycle, p.sage.pool_sample, p.sage.solver_samples = 8, 6, 2
