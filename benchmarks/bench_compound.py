@@ -10,8 +10,8 @@ Every cycle's model then answers all held-out questions greedily (seed forms, th
 rungs beyond it, none of the unsupervised ones ever trained on).
 
 Per seed, variant and cycle: accuracy per split and per rung (question form), ``reach_50`` /
-``reach_90`` (``selfevolve.questions.arith.reach``: the longest sum, in operand digits, answered
-right at least half / nine tenths of the time), and the exact McNemar test of the cycle against the
+``reach_90`` (``selfevolve.questions.arith.reach``: the longest unsupervised sum, in operand
+digits, answered right at least half / nine tenths of the time), and the exact McNemar test of the cycle against the
 previous one (the base for c1) on the unsupervised questions (frontier + beyond); at the last
 cycle, full against no_mass on the rungs beyond the frontier's first rung, and full against
 control. Written to ``<out>/compound.md`` (the README's table), ``<out>/compound.json`` and
@@ -68,10 +68,11 @@ def build_base(root: Path, params_file: Path, seed: int, log) -> Path:
 
 
 def rung_accuracy(correct: list[int], questions) -> dict[str, float]:
-    """Greedy accuracy per question form (``meta.form``) of one model's 0/1 outcomes."""
+    """Greedy accuracy per unsupervised question form (``meta.form`` of the frontier and beyond
+    splits) of one model's 0/1 outcomes."""
     forms: dict[str, list[int]] = {}
     for c, q in zip(correct, questions):
-        if q.meta.get("form"):
+        if q.meta.get("form") and q.meta.get("split") in UNSUPERVISED:
             forms.setdefault(q.meta["form"], []).append(c)
     return {f: sum(v) / len(v) for f, v in forms.items()}
 

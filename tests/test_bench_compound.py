@@ -32,7 +32,7 @@ def test_compounding_reach_and_tests_against_the_previous_cycle():
                                           "no_mass": {"cycles": {"c1": c1, "c2": c1}}}}
     rows = bench.compounding(results, qs)["full"]
     assert [r["cycle"] for r in rows] == ["base", "c1", "c2"]
-    assert [r["reach_50"] for r in rows] == [6, 7, 8] and [r["reach_90"] for r in rows] == [6, 7, 7]
+    assert [r["reach_50"] for r in rows] == [0, 7, 8] and [r["reach_90"] for r in rows] == [0, 7, 7]
     assert rows[1]["up_vs_previous"] == 9 and rows[1]["down_vs_previous"] == 0 and rows[1]["p_vs_previous"] < 0.01
     assert rows[2]["up_vs_previous"] == 6 and rows[2]["down_vs_previous"] == 0  # the 10 seed-form losses are not counted
     cmp = bench.pairwise_last(results, qs, "full", "no_mass")

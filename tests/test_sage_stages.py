@@ -68,13 +68,15 @@ def test_split_metrics_and_mcnemar_against_base():
 
 
 def test_split_metrics_reach_from_the_forms():
-    """reach_50 / reach_90: the longest sum (operand digits in total) answered right at least 50 % /
-    90 % of the time, over every split."""
-    rows = ([{"id": f"a{i}", "categories": {"split": "seed", "form": "3+3"}, "correct": [1]} for i in range(10)]
+    """reach_50 / reach_90: the longest unsupervised sum (operand digits in total) answered right at
+    least 50 % / 90 % of the time; seed forms (footholds such as 5+2) do not count."""
+    rows = ([{"id": f"a{i}", "categories": {"split": "seed", "form": "5+2"}, "correct": [1]} for i in range(10)]
             + [{"id": f"b{i}", "categories": {"split": "frontier", "form": "4+3"}, "correct": [int(i < 6)]} for i in range(10)]
             + [{"id": f"c{i}", "categories": {"split": "beyond", "form": "5+5"}, "correct": [int(i < 2)]} for i in range(10)])
     m = split_metrics(rows, None)
-    assert m["heldout_reach_50"] == 7 and m["heldout_reach_90"] == 6 and m["heldout_beyond_accuracy"] == 0.2
+    assert m["heldout_reach_50"] == 7 and m["heldout_reach_90"] == 0 and m["heldout_beyond_accuracy"] == 0.2
+    rows[10:20] = [{"id": f"b{i}", "categories": {"split": "frontier", "form": "4+3"}, "correct": [1]} for i in range(10)]
+    assert split_metrics(rows, None)["heldout_reach_90"] == 7
 
 
 def test_validation_questions_are_balanced_over_the_splits(tmp_path):

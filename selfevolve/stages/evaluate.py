@@ -49,8 +49,9 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
     against the base model's rows on the same questions ``heldout_<split>_p_vs_base`` (exact
     McNemar, two-sided) and ``heldout_<split>_gain_vs_base``. Rows without a split are ignored.
     For arith rows (``categories.form``) also ``heldout_reach_50`` / ``heldout_reach_90``: the
-    largest operand-digit total of a form answered at least 50 % / 90 % right
-    (``selfevolve.questions.arith.reach``)."""
+    largest operand-digit total of an unsupervised form (splits other than ``seed``) answered at
+    least 50 % / 90 % right (``selfevolve.questions.arith.reach``; 0 when none is). Seed forms do
+    not count: the footholds (5+2 digits) would set reach 7 before any cycle."""
     from selfevolve.questions.arith import parse_form, reach
     from selfevolve.stats import mcnemar_exact
 
@@ -62,14 +63,17 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
     base = {str(r["id"]): int(r["correct"][0]) for r in base_rows or []}
     out: dict[str, float] = {}
     forms: dict[str, list[int]] = {}
+    ladder = False  # rows of the arith ladder (a parseable form)
     for r in rows:
-        form = (r.get("categories") or {}).get("form")
+        cats = r.get("categories") or {}
         try:
-            parse_form(form)
+            parse_form(cats.get("form"))
         except ValueError:
             continue
-        forms.setdefault(form, []).append(int(r["correct"][0]))
-    if forms:
+        ladder = True
+        if cats.get("split") != "seed":
+            forms.setdefault(cats["form"], []).append(int(r["correct"][0]))
+    if ladder:
         accuracy = {f: sum(c) / len(c) for f, c in forms.items()}
         out["heldout_reach_50"], out["heldout_reach_90"] = reach(accuracy, 0.5), reach(accuracy, 0.9)
     for split, outcome in sorted(by_split.items()):
