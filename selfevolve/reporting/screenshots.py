@@ -69,7 +69,7 @@ def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = Non
     from selfevolve.tracking import campaign_urls
 
     links = campaign_urls(mlflow_url, campaign)
-    pages = [Page("ui_mlflow_cycles", links["cycles"], ["Runs", "Model training", "base", "c1", "heldout_frontie", "pool_growth"],
+    pages = [Page("ui_mlflow_cycles", links["cycles"], ["Runs", "Model training", "base", "c1", "headline/frontier", "headline/pool"],
                   MLFLOW_TIDY)]
     if "compare" in links:
         pages.append(Page("ui_mlflow_compare", links["compare"], ["Comparing", "Metrics", "base", "c1"],
