@@ -273,6 +273,7 @@ class CheckpointSelector:
         self.rule, self.tolerance = rl.selection, rl.retention_tolerance
         self.retention = list(validate.retention) if isinstance(validate, Validation) else []
         self.start: list[int] | None = None
+        self.start_retention: float | None = None
         self.curve: list[dict] = []
         self.best_step, self.best_accuracy, self.best_state = 0, 0.0, None
         self.best_moving = 0.0
