@@ -97,17 +97,18 @@ def prompt_for(question: Question, spec_name: str | None = None) -> str:
     return SOLVER_PROMPT
 
 
-def build_messages(question: Question, prompt: str, worked_example: bool = False) -> Messages:
+def build_messages(question: Question, prompt: str, worked_example: bool = False,
+                   example_set: str | None = None) -> Messages:
     """The one-turn chat for ``question`` with template ``prompt`` (``SOLVER_PROMPT`` or a name in
     ``selfevolve/prompts/evaluation``). Template fields: ``question`` (text), ``prompt``
     (HumanEval's function signature + docstring, else the text), ``problem`` (MBPP task
     description, else the text), ``tests`` (code test statements), ``entry_point``, ``domain``,
     ``meta``. With ``worked_example`` the Solver's worked exchanges come first
-    (``selfevolve.roles.templates.chat``). Raises ``jinja2.TemplateNotFound`` for an unknown template."""
+    (``selfevolve.roles.templates.chat``; ``example_set``'s where the Solver has them). Raises ``jinja2.TemplateNotFound`` for an unknown template."""
     from selfevolve.roles.templates import chat, messages
 
     if prompt == SOLVER_PROMPT:
-        return messages("solver", worked_example, question=question.text, domain=question.domain, plan=None)
+        return messages("solver", worked_example, example_set, question=question.text, domain=question.domain, plan=None)
     spec = question.spec
     fields = {
         "question": question.text,
@@ -118,7 +119,7 @@ def build_messages(question: Question, prompt: str, worked_example: bool = False
         "domain": question.domain,
         "meta": question.meta,
     }
-    return chat("solver", prompting.render(f"evaluation/{prompt}", **fields), worked_example, question.domain)
+    return chat("solver", prompting.render(f"evaluation/{prompt}", **fields), worked_example, question.domain, example_set)
 
 
 def graded_answer(question: Question, completion: str) -> tuple[str | None, float]:
@@ -221,7 +222,10 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
         sp = SamplingConfig(temperature=params.sampling.temperature, top_p=params.sampling.top_p,
                             max_new_tokens=max_new_tokens or ev.max_new_tokens, n=k)
     templates = [prompt or prompt_for(q, spec_name) for q in questions]
-    convs = [build_messages(q, t, params.model.worked_examples) for q, t in zip(questions, templates)]
+    # held-out questions of the campaign's seed set get that set's worked exchanges; a benchmark's its domain's
+    convs = [build_messages(q, t, params.model.worked_examples,
+                            None if (q.source or "").startswith("benchmark:") else params.seeds.set)
+             for q, t in zip(questions, templates)]
     comps = generate(backend, convs, sp, batch_size or ev.batch_size, seed=seed)
     forced = force_missing_answers(backend, questions, convs, comps, params.sampling.force_answer_tokens, seed)  # in place
 

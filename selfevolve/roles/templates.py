@@ -36,25 +36,31 @@ def _examples() -> dict:
     return yaml.safe_load((prompting.PROMPTS_DIR / "roles" / "examples.yaml").read_text(encoding="utf-8"))
 
 
-def worked_examples(role: str, domain: str = "math") -> Messages:
-    """The worked exchanges of ``role`` for ``domain`` as alternating user/assistant turns (empty when
-    the role has none for that domain). Raises ``KeyError`` for an unknown role."""
+def worked_examples(role: str, domain: str = "math", example_set: str | None = None) -> Messages:
+    """The worked exchanges of ``role`` as alternating user/assistant turns: those of ``example_set``
+    (a seed set's name, e.g. ``"arith"``: exchanges in that task's own form) when the role has them,
+    else those of ``domain``, else the role's ``any`` (empty when none applies). Raises ``KeyError``
+    for an unknown role."""
     if role not in ROLES:
         raise KeyError(f"unknown role {role!r}; expected one of {ROLES}")
     by_domain = _examples().get(role, {})
+    chosen = by_domain.get(example_set) if example_set else None
     turns: Messages = []
-    for ex in by_domain.get(domain, by_domain.get("any", [])):
+    for ex in chosen or by_domain.get(domain, by_domain.get("any", [])):
         fields = {"domain": domain, **ex["fields"]}
         turns += [{"role": "user", "content": render(role, **fields)}, {"role": "assistant", "content": ex["completion"]}]
     return turns
 
 
-def chat(role: str, prompt: str, worked_example: bool = False, domain: str = "math") -> Messages:
+def chat(role: str, prompt: str, worked_example: bool = False, domain: str = "math",
+         example_set: str | None = None) -> Messages:
     """The conversation that asks ``prompt`` (a rendered ``role`` prompt), after the role's worked
-    exchanges when ``worked_example``."""
-    return (worked_examples(role, domain) if worked_example else []) + [{"role": "user", "content": prompt}]
+    exchanges (:func:`worked_examples` of ``domain`` / ``example_set``) when ``worked_example``."""
+    turns = worked_examples(role, domain, example_set) if worked_example else []
+    return turns + [{"role": "user", "content": prompt}]
 
 
-def messages(role: str, worked_example: bool = False, **fields) -> Messages:
-    """``chat(role, render(role, **fields), worked_example)``: the conversation the backend completes."""
-    return chat(role, render(role, **fields), worked_example, fields.get("domain", "math"))
+def messages(role: str, worked_example: bool = False, example_set: str | None = None, **fields) -> Messages:
+    """``chat(role, render(role, **fields), worked_example, domain, example_set)``: the conversation the
+    backend completes."""
+    return chat(role, render(role, **fields), worked_example, fields.get("domain", "math"), example_set)

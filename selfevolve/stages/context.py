@@ -125,10 +125,11 @@ class StageContext:
     # -- the model --------------------------------------------------------------------------
     def chat(self, role: str, prompt: str, domain: str = "math") -> list[dict[str, str]]:
         """The conversation asking ``prompt`` (a rendered ``role`` prompt), after the role's worked
-        exchanges when ``model.worked_examples`` is on (``selfevolve.roles.templates.chat``)."""
+        exchanges when ``model.worked_examples`` is on (``selfevolve.roles.templates.chat``; those
+        written for the seed set, e.g. ``arith``, where the role has them)."""
         from selfevolve.roles.templates import chat
 
-        return chat(role, prompt, self.params.model.worked_examples, domain)
+        return chat(role, prompt, self.params.model.worked_examples, domain, self.params.seeds.set)
 
     def backend(self, model: str | Path | None = None) -> Backend:
         """The configured backend (``model.backend``) serving ``model`` (default: the cycle's
