@@ -53,6 +53,19 @@ def test_challenger_math_and_code():
     assert code.reference_solution.startswith("def f(x):")
 
 
+@pytest.mark.parametrize("text, question, answer", [
+    # a reference item is shown as "question Answer: value": a Challenger that copies the form must not hand
+    # the Solver the answer inside the question
+    ("<question>Compute 50 + 1. Answer: 51</question>", "Compute 50 + 1.", "51"),
+    ("<question>Compute 50 + 1. answer: 51</question>\n<answer>51</answer>", "Compute 50 + 1.", "51"),
+    ("<question>Compute 50 + 1. Answer: 51</question><answer>52</answer>", "Compute 50 + 1.", "52"),
+    ("<question>What is the answer to 3 + 4?</question><answer>7</answer>", "What is the answer to 3 + 4?", "7"),
+])
+def test_challenger_question_never_states_its_answer(text, question, answer):
+    out = parsers.parse_challenger(text)
+    assert out.question == question and out.answer == answer and out.ok
+
+
 def test_plan_and_solver():
     p = parsers.parse_plan("<plan>1. add the ones 2. carry 3. read</plan>")
     assert p.steps == ["add the ones", "carry", "read"] and p.format_reward == 1.0

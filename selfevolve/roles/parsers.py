@@ -129,10 +129,17 @@ def _headed_question(text: str) -> tuple[str | None, str | None]:
     return question or None, extract_answer(section, _SECTION_ANSWER) if section else None
 
 
+#: A math question that states its own answer at its end ("Compute 50 + 1. Answer: 51", the way reference
+#: items are shown to the Challenger): group 1 is the question, group 2 the stated answer.
+_STATED_ANSWER = re.compile(r"^(.*?\S)\s*\banswer\s*:\s*(\S.*?)\s*$", re.IGNORECASE | re.DOTALL)
+
+
 def parse_challenger(text, domain: str = "math") -> ChallengerOutput:
     """Parse a Challenger completion: ``<question>`` plus ``<answer>`` (math) or ``<tests>`` and
     ``<code>`` (code). r_f is the mean over the required parts of (closed tag with content); a math
-    question and answer written under headings instead of tags count half each."""
+    question and answer written under headings instead of tags count half each. A math question that
+    ends by stating its answer ("... Answer: 51") is cut before it (it would hand the Solver the
+    answer); the stated answer stands in for a missing ``<answer>``."""
     text = _text(text)
     if domain != "code" and extract_tag(text, "question") is None:
         hq, ha = _headed_question(text)
@@ -156,8 +163,12 @@ def parse_challenger(text, domain: str = "math") -> ChallengerOutput:
         names = ("<question>", "<tests>", "<code>")
     else:
         a = extract_tag(text, "answer")
+        stated = _STATED_ANSWER.match(q or "")
+        if stated:
+            out.question = stated.group(1)
+            a = a or stated.group(2)
         out.answer = a or None
-        parts.append(bool(a) and _closed(text, "answer"))  # an unclosed answer may be cut off: not an answer
+        parts.append(bool(a) and (_closed(text, "answer") or bool(stated)))  # an unclosed answer may be cut off: not an answer
         found.append(parts[-1])
         names = ("<question>", "<answer>")
     missing = [n for n, p in zip(names, found) if not p]
