@@ -40,10 +40,6 @@ def warm_start_transcripts(params: Params, seed_questions=None) -> list[tuple[st
     return chats + transcripts.arith_transcripts(n - len(chats), seed=params.seed, forms=seed_forms)
 
 
-def _state(model) -> dict:
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
 def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
                   probe: Callable[[object, object], float] | None = None) -> tuple[dict, list]:
     """Build, warm-start and save the tiny model to ``out_dir``. Returns the summary dict
@@ -68,6 +64,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     from selfevolve.embedded import tinymodel
     from selfevolve.embedded.transcripts import as_rows
     from selfevolve.training.loop import fit
+    from selfevolve.training.rl import snapshot
 
     t0 = time.time()
     out_dir = Path(out_dir)
@@ -104,7 +101,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     rounds: list[dict] = []
     if probe is not None:
         rounds.append({"round": 0, "steps": bp.steps, "frontier_pass": probe(model, tok)})
-        best = (rounds[0]["frontier_pass"], 0, _state(model))
+        best = (rounds[0]["frontier_pass"], 0, snapshot(model))
         while best[0] < bp.min_frontier_pass and len(rounds) <= bp.extra_rounds:
             r = len(rounds)
             log.info("frontier pass@k %.3f < bootstrap.min_frontier_pass %.3f: extra round %d of %d steps",
@@ -113,7 +110,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
             curve += [{**e, "step": last + e["step"]} for e in train(bp.extra_steps, params.seed + r, f"bootstrap (extra round {r})")]
             rounds.append({"round": r, "steps": bp.extra_steps, "frontier_pass": probe(model, tok)})
             if rounds[-1]["frontier_pass"] > best[0]:
-                best = (rounds[-1]["frontier_pass"], r, _state(model))
+                best = (rounds[-1]["frontier_pass"], r, snapshot(model))
         if best[1] != len(rounds) - 1:
             model.load_state_dict(best[2])
         for entry in rounds:

@@ -242,6 +242,12 @@ def progress_kept(start: Sequence[int], candidate: Sequence[int], retention: Seq
     return m1 >= m0 and retained(r0, r1, tolerance)
 
 
+def snapshot(model) -> dict:
+    """A detached copy of ``model.state_dict()`` (tensors cloned, same devices and dtypes), to restore
+    with ``model.load_state_dict`` after training moved on."""
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 class CheckpointSelector:
     """Which checkpoint of a training run is kept (``rl.selection``); step 0, the starting model,
     is the incumbent.
@@ -310,7 +316,7 @@ class CheckpointSelector:
 
     def _keep(self, step: int, acc: float, moving: float) -> None:
         self.best_step, self.best_accuracy, self.best_moving = step, acc, moving
-        self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.best_state = snapshot(self.model)
 
 
 def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate: Validate, params: Params,
