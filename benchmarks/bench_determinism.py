@@ -85,13 +85,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import shutil
 
-    import yaml
-
-    from selfevolve.config import ParamsError, load_params
+    from selfevolve.config import ParamsError, load_params, parse_assignments
 
     try:
-        params = load_params(args.root / "params.yaml", overrides={k: yaml.safe_load(v) for k, _, v in
-                                                                  (item.partition("=") for item in args.set)})
+        params = load_params(args.root / "params.yaml", overrides=parse_assignments(args.set))
     except ParamsError as exc:
         raise SystemExit(str(exc)) from None
     data_dir = Path(params.seeds.data_dir)

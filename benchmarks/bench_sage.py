@@ -72,25 +72,11 @@ def heldout_questions(base: Path, limit: int | None):
 def apply_overrides(params, overrides: list[str]):
     """``params`` with each ``a.b.c=value`` applied (value parsed as YAML), re-validated by the
     schema; exits with the schema's message for an unknown key or a bad value."""
-    import yaml
+    from selfevolve.config import ParamsError, override_params, parse_assignments
 
-    from selfevolve.config import Params
-
-    data = params.model_dump(mode="json")
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE, e.g. rl.select_p=1.0")
-        node = data
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            if not isinstance(node.get(part), dict):
-                raise SystemExit(f"--set {item!r}: {part!r} is not a section of params")
-            node = node[part]
-        node[parts[-1]] = yaml.safe_load(raw)
     try:
-        return Params.model_validate(data)
-    except Exception as exc:  # pydantic's message names the field and the rule
+        return override_params(params, parse_assignments(overrides))
+    except ParamsError as exc:  # names the field and the rule
         raise SystemExit(f"--set: invalid params: {exc}") from None
 
 

@@ -18,35 +18,17 @@ log = logging.getLogger("selfevolve")
 def _ad_hoc_params(params_path: Optional[Path], overlays: list[Path] | None, model: str, backend: Optional[str],
                    updates: dict):
     """Params for an ad-hoc run: ``--params`` (+ overlays); without ``--params``, ``params.yaml``
-    when it exists, else the defaults (+ overlays). The command's model/evaluation options are
-    applied on top and the result validated (exit 2 with the bad key on error)."""
-    import tempfile
+    when it exists, else the defaults (+ overlays). The command's model/evaluation options (dotted
+    ``updates``; None = not given) are applied on top and the result validated (exit 2 with the bad
+    key on error)."""
+    from selfevolve.config import ParamsError, load_params
 
-    import yaml
-
-    from selfevolve.config import ParamsError, default_params_dict, load_params, validate_params
-
+    if params_path is None and Path("params.yaml").is_file():
+        params_path = Path("params.yaml")
+    given = {"model.base": model, "model.backend": backend, **updates}
     try:
-        if params_path is None and Path("params.yaml").is_file():
-            params_path = Path("params.yaml")
-        ovs = [str(o) for o in overlays or []]
-        if params_path is not None:
-            base = load_params(params_path, overlays=ovs).model_dump(mode="json")
-        else:
-            with tempfile.TemporaryDirectory() as tmp:
-                defaults = Path(tmp) / "defaults.yaml"
-                defaults.write_text(yaml.safe_dump(default_params_dict()), encoding="utf-8")
-                base = load_params(defaults, overlays=ovs).model_dump(mode="json")
-        data = json.loads(json.dumps(base))
-        data["model"]["base"] = model
-        if backend is not None:
-            data["model"]["backend"] = backend
-        for dotted, value in updates.items():
-            if value is None:
-                continue
-            section, key = dotted.split(".")
-            data[section][key] = value
-        return validate_params(data, "evaluate options")
+        return load_params(params_path, overlays=[str(o) for o in overlays or []],
+                           overrides={k: v for k, v in given.items() if v is not None})
     except ParamsError as exc:
         fail(str(exc))
 
