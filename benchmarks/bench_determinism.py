@@ -85,11 +85,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import shutil
 
-    from selfevolve.config import ParamsError, load_params, parse_assignments
+    from selfevolve.config import load_params
+    from selfevolve.inputs import InputError, parse_assignments
 
     try:
         params = load_params(args.root / "params.yaml", overrides=parse_assignments(args.set))
-    except ParamsError as exc:
+    except InputError as exc:
         raise SystemExit(str(exc)) from None
     data_dir = Path(params.seeds.data_dir)
     if not data_dir.is_absolute():

@@ -69,14 +69,16 @@ def heldout_questions(base: Path, limit: int | None):
     return [q for qs in splits.values() for q in qs]
 
 
-def apply_overrides(params, overrides: list[str]):
-    """``params`` with each ``a.b.c=value`` applied (value parsed as YAML), re-validated by the
-    schema; exits with the schema's message for an unknown key or a bad value."""
-    from selfevolve.config import ParamsError, override_params, parse_assignments
+def apply_overrides(params_path: Path | None, overrides: list[str]):
+    """The params of ``params_path`` (None: the defaults) with each ``a.b.c=value`` applied (value
+    parsed as YAML), validated by the schema; exits with the schema's message for an unknown key
+    or a bad value."""
+    from selfevolve.config import load_params
+    from selfevolve.inputs import InputError, parse_assignments
 
     try:
-        return override_params(params, parse_assignments(overrides))
-    except ParamsError as exc:  # names the field and the rule
+        return load_params(params_path, overrides=parse_assignments(overrides))
+    except InputError as exc:  # names the field and the rule
         raise SystemExit(f"--set: invalid params: {exc}") from None
 
 
@@ -223,13 +225,10 @@ def main(argv: list[str] | None = None) -> dict:
                     help="override a param for every variant, e.g. --set rl.select_p=1.0 (YAML value; repeatable)")
     ap.add_argument("--no-mlflow", action="store_true")
     args = ap.parse_args(argv)
-
-    from selfevolve.config import load_params
-
     base = args.root.resolve()
     if not (base / "models" / "base" / "config.json").exists() or not (base / "data/cycles/base/pool.jsonl").exists():
         raise SystemExit(f"{base} has no base model or seed pool: run `make run` (or `dvc repro bootstrap`) there first")
-    params = apply_overrides(load_params(args.params or base / "params.yaml"), args.set)
+    params = apply_overrides(args.params or base / "params.yaml", args.set)
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:

@@ -445,7 +445,8 @@ def validate_params(data: dict, source: str = "params") -> Params:
 def load_params(path: str | os.PathLike | None = "params.yaml", overlays: list[str | os.PathLike] | None = None,
                 overrides: dict[str, Any] | None = None) -> Params:
     """Load ``path`` (None: the schema's defaults), deep-merge ``overlays`` (preset files) and dotted
-    ``overrides`` (``{"sage.alpha": 0.6}``, see ``parse_assignments``) in that order, then validate.
+    ``overrides`` (``{"sage.alpha": 0.6}``; ``inputs.parse_assignments`` reads ``--set`` items) in
+    that order, then validate.
 
     Raises ``ParamsError`` (with key, value and allowed values) on a missing file, bad YAML,
     unknown key, wrong type or out-of-range value.
@@ -454,47 +455,15 @@ def load_params(path: str | os.PathLike | None = "params.yaml", overlays: list[s
     for ov in overlays or []:
         data = _deep_merge(data, _read_yaml(Path(ov)))
         sources.append(str(ov))
-    if overrides:
-        _set_dotted(data, overrides)
-        sources.append("overrides")
-    return validate_params(data, " + ".join(sources))
-
-
-def override_params(params: Params, overrides: dict[str, Any]) -> Params:
-    """``params`` with dotted ``overrides`` applied, validated again. Raises ``ParamsError``."""
-    data = params.model_dump(mode="json")
-    _set_dotted(data, overrides)
-    return validate_params(data, "params + overrides")
-
-
-def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``["rl.select_p=1.0", "sage.ablation.critic=false"]`` -> ``{"rl.select_p": 1.0,
-    "sage.ablation.critic": False}``: the command-line form of overrides (``--set KEY=VALUE``), each
-    value read as YAML. Raises ``ParamsError`` for an item without ``=``."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ParamsError(f"{item!r}: expected KEY=VALUE, e.g. rl.select_p=1.0")
-        try:
-            out[key.strip()] = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ParamsError(f"{item!r}: the value is not valid YAML: {exc}") from None
-    return out
-
-
-def _set_dotted(data: dict, overrides: dict[str, Any]) -> None:
-    """Set each dotted key of ``overrides`` in ``data`` (in place), creating missing sections (the
-    schema rejects unknown ones). Raises ``ParamsError`` when a dotted key goes through a value."""
-    for dotted, value in overrides.items():
+    for dotted, value in (overrides or {}).items():
         node = data
         *parents, leaf = dotted.split(".")
         for p in parents:
-            child = node.setdefault(p, {})
-            if not isinstance(child, dict):
-                raise ParamsError(f"{dotted}: {p!r} is not a section of params (it holds {child!r})")
-            node = child
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ParamsError(f"{dotted}: {p!r} is not a section of params (it holds {node!r})")
         node[leaf] = value
+    return validate_params(data, " + ".join(sources + ["overrides"] * bool(overrides)))
 
 
 def default_params_dict() -> dict:

@@ -15,6 +15,7 @@ This module also holds the checks that are not a record schema:
   is handed (running its build hooks) even under ``--only-binary``.
 * :func:`check_model_dir`: a local model folder whose ``config.json`` or ``*.safetensors`` files are
   truncated or corrupt (an interrupted copy, a half-finished ``dvc checkout``).
+* :func:`parse_assignments`: command-line overrides of params (``--set rl.steps=5``).
 * :data:`MAX_QUESTION_CHARS`: the size limit of one question's text (``Question.text``), and
   :data:`MAX_ROW_CHARS` that of one row of a questions file.
 """
@@ -121,3 +122,22 @@ def check_model_dir(path: str | os.PathLike) -> None:
                 pass
         except (SafetensorError, OSError) as exc:
             raise InputError(f"{weights}: truncated or corrupt weights file ({exc}); {fix}") from None
+
+
+def parse_assignments(items: list[str] | tuple[str, ...]) -> dict:
+    """``["rl.select_p=1.0", "sage.ablation.critic=false"]`` -> ``{"rl.select_p": 1.0,
+    "sage.ablation.critic": False}``: the command-line form of params overrides (``--set KEY=VALUE``,
+    for ``config.load_params(overrides=...)``), each value read as YAML. Raises ``InputError`` for an
+    item without ``KEY=`` or with a value that is not YAML."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"{item!r}: expected KEY=VALUE, e.g. rl.select_p=1.0")
+        try:
+            out[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise InputError(f"{item!r}: the value is not valid YAML: {exc}") from None
+    return out

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from selfevolve.config import Params
 
 _spec = importlib.util.spec_from_file_location("bench_sage", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sage.py")
 bench = importlib.util.module_from_spec(_spec)
@@ -13,12 +12,12 @@ _spec.loader.exec_module(bench)
 
 
 def test_overrides_are_applied_and_validated():
-    p = bench.apply_overrides(Params(), ["rl.select_p=1.0", "sage.ablation.critic=false", "rl.steps=5"])
+    p = bench.apply_overrides(None, ["rl.select_p=1.0", "sage.ablation.critic=false", "rl.steps=5"])
     assert p.rl.select_p == 1.0 and p.sage.ablation.critic is False and p.rl.steps == 5
     for bad, msg in (["rl.nope=1"], "invalid params"), (["rl.select_p=7"], "invalid params"), (["rl"], "KEY=VALUE"), \
                      (["seed.x=1"], "not a section"):
         with pytest.raises(SystemExit, match=msg):
-            bench.apply_overrides(Params(), bad)
+            bench.apply_overrides(None, bad)
 
 
 def test_table_reports_accuracy_per_split_and_cycle_with_paired_p_values():
@@ -45,6 +44,6 @@ def test_table_reports_accuracy_per_split_and_cycle_with_paired_p_values():
 
 def test_variants_are_valid_params_and_the_control_trains_on_seed_data_only():
     for name, overrides in bench.VARIANTS.items():
-        params = bench.apply_overrides(Params(), [f"{k}={str(v).lower()}" for k, v in overrides.items()])
+        params = bench.apply_overrides(None, [f"{k}={str(v).lower()}" for k, v in overrides.items()])
         if name == "control":
             assert params.sage.ablation.train_solver is False and params.rl.other_roles_fraction == 0.0

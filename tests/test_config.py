@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from selfevolve.config import Params, ParamsError, load_params, override_params, parse_assignments
+from selfevolve.config import Params, ParamsError, load_params
+from selfevolve.inputs import InputError, parse_assignments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,16 +129,16 @@ def test_an_integer_is_still_a_number():
 def test_command_line_overrides_are_typed_by_yaml_and_named_when_bad():
     overrides = parse_assignments(["rl.steps=5", "sage.ablation.critic=false", "sage.frontier_band=[0.1, 0.9]"])
     assert overrides == {"rl.steps": 5, "sage.ablation.critic": False, "sage.frontier_band": [0.1, 0.9]}
-    p = override_params(Params(), overrides)
+    p = load_params(None, overrides=overrides)  # None: the schema's defaults (what params.yaml holds)
     assert p.rl.steps == 5 and p.sage.ablation.critic is False and p.sage.frontier_band == (0.1, 0.9)
-    assert load_params(None, overrides=overrides) == p  # None: the defaults (what params.yaml holds)
+    assert load_params(ROOT / "params.yaml", overrides=overrides) == p
     for bad, msg in (["rl.steps"], "KEY=VALUE"), (["=3"], "KEY=VALUE"), (["rl.steps=[1"], "not valid YAML"):
-        with pytest.raises(ParamsError, match=msg):
+        with pytest.raises(InputError, match=msg):
             parse_assignments(bad)
     with pytest.raises(ParamsError, match="'seed' is not a section"):
-        override_params(Params(), {"seed.x": 1})
-    with pytest.raises(ParamsError, match="nope"):
-        override_params(Params(), {"rl.nope": 1})
+        load_params(None, overrides={"seed.x": 1})
+    with pytest.raises(ParamsError, match="rl.nope: unknown key"):
+        load_params(None, overrides={"rl.nope": 1})
 
 
 @pytest.mark.parametrize("preset", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
