@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -211,11 +212,30 @@ def sweep_orphans(client, exp_id: str) -> int:
     return n
 
 
-class StageRun:
-    """Handle given to a stage body: log metrics (per step), dicts, files and models to its run."""
+#: Items a stage traces per cycle: a bounded sample to read in MLflow's Traces tab (every item is in the stage's JSONL outputs).
+TRACE_ITEMS = 8
 
-    def __init__(self, client, run_id: str, parent_id: str):
+
+@dataclass
+class Span:
+    """One step of a traced item, logged as an MLflow span: ``name``, MLflow's ``span_type`` (``LLM``
+    for a model call, ``TOOL`` for a verifier, ``AGENT``, ``CHAIN`` for the item), JSON-able
+    ``inputs`` and ``outputs``, ``attributes`` (rewards, scores, verdicts) and nested ``children``."""
+
+    name: str
+    span_type: str = "UNKNOWN"
+    inputs: Any = None
+    outputs: Any = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    children: list["Span"] = field(default_factory=list)
+
+
+class StageRun:
+    """Handle given to a stage body: log metrics (per step), dicts, files and traces to its run."""
+
+    def __init__(self, client, run_id: str, parent_id: str, experiment_id: str = "", tags: dict[str, str] | None = None):
         self.client, self.run_id, self.parent_id = client, run_id, parent_id
+        self.experiment_id, self.tags = experiment_id, dict(tags or {})
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None, parent: bool = False) -> None:
         import time
@@ -238,6 +258,35 @@ class StageRun:
             self.client.log_artifacts(self.run_id, str(path), artifact_path)
         elif path.exists():
             self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_traces(self, roots: list[Span]) -> list[str]:
+        """Log each tree of spans as one MLflow trace of the experiment, linked to this run (MLflow's
+        ``mlflow.sourceRun``: the run page lists it) and tagged with the run's cycle and stage. The
+        traces an earlier run of the same cycle and stage logged are deleted first, as its run is
+        (a re-run replaces its record). Returns the new trace ids."""
+        import mlflow
+
+        with fluent_uri(self.client.tracking_uri):
+            filters = " AND ".join(f"tag.`{k}` = '{v}'" for k, v in self.tags.items())
+            old = [t.info.trace_id for t in self.client.search_traces(locations=[self.experiment_id], filter_string=filters or None,
+                                                                        max_results=1000)
+                   if t.info.trace_metadata.get("mlflow.sourceRun") != self.run_id]
+            if old:
+                self.client.delete_traces(self.experiment_id, trace_ids=old)
+
+            def emit(span: Span, parent=None, **root):
+                live = mlflow.start_span_no_context(span.name, span_type=span.span_type, parent_span=parent, inputs=span.inputs,
+                                                    attributes={k: v for k, v in span.attributes.items() if v is not None}, **root)
+                for child in span.children:
+                    emit(child, live)
+                live.set_outputs(span.outputs)
+                live.end()
+                return live
+
+            ids = [emit(r, experiment_id=self.experiment_id, tags=self.tags,
+                        metadata={"mlflow.sourceRun": self.run_id}).trace_id for r in roots]
+            mlflow.flush_trace_async_logging()
+        return ids
 
 
 @contextlib.contextmanager
@@ -273,7 +322,7 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
                             tags={TAG_CYCLE: cycle, TAG_STAGE: stage, TAG_KIND: "stage", "mlflow.parentRunId": parent_id,
                                   TAG_PID: str(os.getpid()), TAG_HOST: socket.gethostname(),
                                   "mlflow.source.name": f"selfevolve {stage}", **lineage_tags(root)})
-    handle = StageRun(client, run.info.run_id, parent_id)
+    handle = StageRun(client, run.info.run_id, parent_id, exp_id, {TAG_CYCLE: cycle, TAG_STAGE: stage})
     try:
         yield handle
     except BaseException:
@@ -293,7 +342,9 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
     * ``cycles``: the experiment's runs table (model-training view): the cycle runs with the
       ``HEADLINE_METRICS`` as columns (a shared view the function stores as an experiment tag);
     * ``compare``: the cycle runs side by side (every metric and parameter per cycle);
-    * ``report``: the report run's charts, one series per metric over the cycles.
+    * ``report``: the report run's charts, one series per metric over the cycles;
+    * ``trace``: a question's round through the roles (the first trace of the last cycle that traced
+      one, ``StageRun.log_traces``), opened in the experiment's Traces tab.
 
     Keys whose runs do not exist yet are left out. Raises ``KeyError`` when the campaign has no
     experiment in the tracking store."""
@@ -323,4 +374,8 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
     report = client.search_runs([eid], filter_string=f"tags.`{TAG_STAGE}` = 'report'", max_results=1)
     if report:
         out["report"] = f"{ui}/experiments/{eid}/runs/{report[0].info.run_id}/model-metrics?workflowType=machine_learning"
+    traces = client.search_traces(locations=[eid], filter_string=f"tag.`{TAG_STAGE}` = 'rewards'", include_spans=False,
+                                  order_by=["timestamp_ms DESC"], max_results=1)
+    if traces:
+        out["trace"] = f"{ui}/experiments/{eid}/traces?{urlencode({'selectedEvaluationId': traces[0].info.trace_id})}"
     return out

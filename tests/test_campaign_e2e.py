@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from helpers import BIN, dvc, make_project
-from selfevolve import services
+from selfevolve import services, tracking
 from selfevolve.stages.registry import BASE_STAGES, CYCLE_STAGES
 
 pytestmark = pytest.mark.slow
@@ -115,6 +115,16 @@ def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
     assert "outputs/eval/heldout.jsonl" in {a.path for a in client.list_artifacts(eval_run.info.run_id, "outputs/eval")}
     mass_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "mass_search" and r.data.tags["selfevolve.cycle"] == "c1")
     assert "outputs/mass/champions.json" in {a.path for a in client.list_artifacts(mass_run.info.run_id, "outputs/mass")}
+    # traces: a bounded sample of questions through the roles, linked to the rewards run of each cycle
+    for cycle in ("c1", "c2"):
+        run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "rewards" and r.data.tags["selfevolve.cycle"] == cycle)
+        traces = client.search_traces(locations=[exp.experiment_id], run_id=run.info.run_id)
+        assert 1 <= len(traces) <= tracking.TRACE_ITEMS
+        roles = {s.name.split(" (")[0] for t in traces for s in t.data.spans}
+        assert {"challenger", "critic", "solver", "verifier"} <= roles, roles
+    trajectories = (campaign["root"] / "data/cycles/c1/mass/trajectories.jsonl").read_text().splitlines()
+    mass_traces = client.search_traces(locations=[exp.experiment_id], run_id=mass_run.info.run_id)
+    assert len(mass_traces) == min(len(trajectories), tracking.TRACE_ITEMS)
 
 
 def test_kill_mid_stage_then_rerun_completes_without_duplicates(campaign):
@@ -169,7 +179,8 @@ def test_the_uis_show_the_campaign(campaign, tmp_path):
     assert runs, "the campaign's flow run is not in the Prefect server"
     out = Path(os.environ.get("SELFEVOLVE_SCREENSHOTS") or tmp_path)
     pages = capture(campaign_pages(campaign["mlflow"], "e2e", campaign["api"].removesuffix("/api"), runs[0]["id"]), out)
-    assert {p.name for p in pages} == {"ui_mlflow_cycles", "ui_mlflow_compare", "ui_mlflow_report", "ui_prefect_flow_run"}
+    assert {p.name for p in pages} == {"ui_mlflow_cycles", "ui_mlflow_compare", "ui_mlflow_report", "ui_mlflow_trace",
+                                       "ui_prefect_flow_run"}
     for p in pages:
         assert all(p.found.values()), (p.name, p.found)
         assert (out / f"{p.name}.png").stat().st_size > 20_000, p.name

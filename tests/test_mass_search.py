@@ -281,3 +281,21 @@ def test_champion_vs_single_agent_on_heldout_questions():
     assert metrics["mass_heldout_n"] == 6 and metrics["mass_champion_is_single_agent"] == 0.0
     assert metrics["mass_champion_accuracy_per_1k_tokens"] == pytest.approx(1000 / r["champion"]["mean_output_tokens"])
     assert "planner->solver" in format_table(rows)
+
+
+def test_a_champion_run_is_traced_with_a_span_per_agent_call():
+    from selfevolve.records import AgentMessage, MathSpec, Question, Trajectory
+    from selfevolve.stages.mass import mass_traces
+
+    msgs = [AgentMessage(agent_id="planner", role="user", content="Plan: 2 + 3"),
+            AgentMessage(agent_id="planner", role="assistant", content="add", output_tokens=1),
+            AgentMessage(agent_id="solver", role="user", content="Solve: 2 + 3"),
+            AgentMessage(agent_id="solver", role="assistant", content="<answer>5</answer>", output_tokens=4),
+            AgentMessage(agent_id="checker", role="user", content="Check")]  # stopped before it answered
+    t = Trajectory(id="t0", design_id="d1", question_id="q0", messages=msgs, final_answer="5", completed=True, correct=1.0)
+    q = Question(id="q0", domain="math", text="Compute 2 + 3.", spec=MathSpec(answer="5"))
+    (root,) = mass_traces([t, t], {"q0": q}, n=1)
+    assert root.inputs == {"question": "Compute 2 + 3."} and root.outputs == {"final_answer": "5", "correct": 1.0}
+    assert [(s.name, s.span_type) for s in root.children] == [("planner", "AGENT"), ("solver", "AGENT"), ("checker", "AGENT")]
+    assert root.children[1].outputs == {"completion": "<answer>5</answer>"} and root.children[1].attributes["output_tokens"] == 4
+    assert root.children[2].outputs is None

@@ -94,3 +94,34 @@ def test_validation_questions_are_balanced_over_the_splits(tmp_path):
     assert [q.meta["split"] for q in picked].count("seed") == 15 and [q.meta["split"] for q in picked].count("frontier") == 5
     params.rl.eval_questions = 100
     assert len(validation_questions(StageContext(params, "c1", tmp_path))) == 40
+
+
+def test_a_trace_follows_a_question_through_the_four_roles_and_the_verifier():
+    from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Rollout, Verdict
+    from selfevolve.stages.rewards import sage_traces
+
+    def question(i):
+        return Question(id=f"q{i}", domain="math", text=f"Compute {i} + 2.", spec=MathSpec(answer=str(i + 2)), source="challenger")
+
+    challenges = [ChallengerRollout(id=f"ch{i}", parent_id="p", domain="math", prompt="write", completion="...", question=question(i))
+                  for i in range(4)]
+    q_scores = {f"q{i}": CriticScore(target="question", target_id=f"q{i}", question_id=f"q{i}", completion="<score>8</score>",
+                                     raw=8, score=0.78, format_reward=1.0, passed=True) for i in range(4)}
+    plans = {"q0": Plan(id="pl0", question_id="q0", completion="<plan>add</plan>", steps=["add"])}
+    p_scores = {"q0": CriticScore(target="plan", target_id="pl0", question_id="q0", completion="<score>6</score>", raw=6,
+                                  score=0.56, format_reward=1.0, passed=True)}
+    attempts = [Attempt(id=f"a{i}{s}", question_id=f"q{i}", sample=s, completion="<answer>2</answer>", answer=str(i + 2 * s))
+                for i in (0, 2, 3) for s in range(2)]  # q1 never reached the Solver
+    verdicts = {a.id: Verdict(attempt_id=a.id, question_id=a.question_id, correct=float(a.sample == 1), status="ok") for a in attempts}
+    rollouts = [Rollout(id="ch0", role="challenger", group="ch0", question_id="q0", prompt="", completion="", reward=0.7,
+                        detail={"s_q": 0.78})]
+    traces = sage_traces(challenges, q_scores, plans, p_scores, attempts, verdicts, rollouts, pooled={"q0"}, n=2)
+    assert [t.name for t in traces] == ["question q0", "question q2"]
+    first = traces[0]
+    assert [s.name for s in first.children] == ["challenger", "critic (question)", "planner", "critic (plan)",
+                                                "solver (sample 0)", "solver (sample 1)"]
+    assert first.outputs == {"pass_rate": 0.5, "joined_pool": True} and traces[1].outputs["joined_pool"] is False
+    assert first.children[0].attributes == {"reward": 0.7, "s_q": 0.78} and first.children[0].outputs["question"] == "Compute 0 + 2."
+    assert first.children[3].outputs["score"] == 0.56
+    (check,) = first.children[5].children
+    assert check.span_type == "TOOL" and check.outputs["correct"] == 1.0 and check.inputs["answer"] == "2"

@@ -77,3 +77,34 @@ def test_local_store_keeps_artifacts_in_project_after_set_tracking_uri(store, mo
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking.tracking_uri(store))
     exp = client.get_experiment(tracking.experiment_id(client, "after-set", store))
     assert exp.artifact_location == (store.resolve() / "mlflow" / "artifacts").as_uri()
+
+
+def _traces(root, campaign="t", **search):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking.tracking_uri(root))
+    exp = client.get_experiment_by_name(campaign)
+    return client.search_traces(locations=[exp.experiment_id], **search)
+
+
+def test_traces_are_linked_to_their_stage_run_and_replaced_by_a_rerun(store):
+    tree = tracking.Span("question q1", "CHAIN", inputs={"question": "Compute 2 + 3."}, outputs={"pass_rate": 0.5},
+                         children=[tracking.Span("solver", "LLM", inputs={"prompt": "p"}, outputs={"completion": "5"},
+                                                 attributes={"reward": 1.0, "none": None},
+                                                 children=[tracking.Span("verifier", "TOOL", outputs={"correct": 1.0})])])
+    with tracking.stage_run("t", "c1", "rewards", None, store) as run:
+        first = run.log_traces([tree, tracking.Span("question q2", "CHAIN")])
+    assert len(first) == 2 and len(_traces(store)) == 2
+    with tracking.stage_run("t", "c1", "rewards", None, store) as run:
+        (again,) = run.log_traces([tree])
+        latest = run.run_id
+    with tracking.stage_run("t", "c2", "rewards", None, store) as run:  # another cycle's traces stay beside c1's
+        run.log_traces([tree])
+    (trace,) = _traces(store, run_id=latest)
+    assert trace.info.trace_id == again and len(_traces(store)) == 2
+    assert trace.info.tags[tracking.TAG_CYCLE] == "c1" and trace.info.tags[tracking.TAG_STAGE] == "rewards"
+    spans = {s.name: s for s in trace.data.spans}
+    assert set(spans) == {"question q1", "solver", "verifier"}
+    assert spans["verifier"].parent_id == spans["solver"].span_id and spans["solver"].parent_id == spans["question q1"].span_id
+    assert spans["solver"].attributes["reward"] == 1.0 and "none" not in spans["solver"].attributes
+    assert spans["solver"].outputs == {"completion": "5"} and spans["solver"].span_type == "LLM"

@@ -1,8 +1,8 @@
 """The campaign as people meet it in the UIs, checked in a real headless browser and saved as PNG.
 
 ``campaign_pages(mlflow_url, campaign, prefect_url=None)`` names the pages (MLflow: the cycle runs,
-the cycles side by side, the report's charts over the cycles; Prefect: the campaign's flow-run
-graph) with the text each must show; ``capture(pages, out_dir)`` opens each in Chromium (headless,
+the cycles side by side, the report's charts over the cycles, a question's trace through the roles;
+Prefect: the campaign's flow-run graph) with the text each must show; ``capture(pages, out_dir)`` opens each in Chromium (headless,
 driven by Selenium with Debian's ``chromium`` and ``chromium-driver``), waits until the page's DOM
 holds that text, saves a screenshot and returns what it found. ``selfevolve screenshots`` runs both
 against a finished campaign; the end-to-end test runs them against its own.
@@ -77,6 +77,9 @@ def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = Non
     if "report" in links:
         pages.append(Page("ui_mlflow_report", links["report"], ["campaign/report", "Model metrics"],
                           MLFLOW_TIDY + SEARCH_HELDOUT))
+    if "trace" in links:
+        pages.append(Page("ui_mlflow_trace", links["trace"], ["challenger", "critic (question)", "solver (sample 0)", "verifier"],
+                          MLFLOW_TIDY))
     if prefect_url and flow_run_id:
         pages.append(Page("ui_prefect_flow_run", f"{prefect_url.rstrip('/')}/runs/flow-run/{flow_run_id}",
                           ["campaign", "Completed"]))

@@ -33,12 +33,17 @@ def _no_steps(step: int, metrics: dict) -> None:
     return None
 
 
+def _no_traces(roots: list) -> list[str]:
+    return []
+
+
 @dataclass
 class StageContext:
     """One stage run's view of the campaign.
 
     ``log_step(step, metrics)`` records per-step metrics of long stages (training curves) with the
-    stage's tracking run; it does nothing when the stage runs untracked. ``shard`` / ``merge`` are
+    stage's tracking run, ``log_traces(spans)`` a bounded sample of items as MLflow traces
+    (``selfevolve.tracking.StageRun.log_traces``); both do nothing when the stage runs untracked. ``shard`` / ``merge`` are
     set only for the runs of a sharded stage (``selfevolve.stages.shards.sharded_rows``).
     """
 
@@ -46,6 +51,7 @@ class StageContext:
     cycle: str
     root: Path = Path(".")
     log_step: Callable[[int, dict], None] = field(default=_no_steps)
+    log_traces: Callable[[list], list[str]] = field(default=_no_traces)
     shard: Shard | None = None   # this run computes one shard of a shardable stage (selfevolve.stages.shards)
     merge: int = 0               # this run joins the stage's ``merge`` shard parts
 

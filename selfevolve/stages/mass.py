@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 from selfevolve.mass.search import search_and_collect
-from selfevolve.records import Question, read_jsonl, write_json, write_jsonl
+from selfevolve.records import Question, Trajectory, read_jsonl, write_json, write_jsonl
 from selfevolve.stages.context import StageContext
+from selfevolve.tracking import TRACE_ITEMS, Span
 from selfevolve.verifiers.grading import verify_fn
 
 
@@ -35,4 +36,25 @@ def mass_search(ctx: StageContext) -> dict:
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())
     write_jsonl(P.mass_trajectories, outcome.trajectories)
+    ctx.log_traces(mass_traces(outcome.trajectories, {q.id: q for q in pool}))
     return outcome.metrics
+
+
+def mass_traces(trajectories: list[Trajectory], questions: dict[str, Question], n: int = TRACE_ITEMS) -> list[Span]:
+    """One trace per champion run, for the first ``n``: the question in, the workflow's final answer
+    and verdict out, a span per agent call (its prompt in, its completion out, its tokens)."""
+    roots = []
+    for t in trajectories[:n]:
+        calls: list[Span] = []
+        for m in t.messages:
+            if m.role == "assistant" and calls and calls[-1].name == m.agent_id and calls[-1].outputs is None:
+                calls[-1].outputs = {"completion": m.content}
+                calls[-1].attributes.update(prompt_tokens=m.prompt_tokens, output_tokens=m.output_tokens)
+            elif m.role in ("user", "system"):
+                calls.append(Span(m.agent_id, "AGENT", inputs={"prompt": m.content}))
+        q = questions.get(t.question_id)
+        roots.append(Span(f"workflow {t.design_id} on {t.question_id}", "CHAIN", inputs={"question": q.text if q else None},
+                          outputs={"final_answer": t.final_answer, "correct": t.correct},
+                          attributes={"design": t.design_id, "completed": t.completed, "output_tokens": t.output_tokens},
+                          children=calls))
+    return roots

@@ -18,6 +18,7 @@ from selfevolve import rewards as R
 from selfevolve.pool import dedup_against, pool_stats
 from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, Rollout, Verdict, read_jsonl, write_jsonl
 from selfevolve.stages.context import StageContext
+from selfevolve.tracking import TRACE_ITEMS, Span
 
 log = logging.getLogger("selfevolve")
 
@@ -111,4 +112,54 @@ def rewards(ctx: StageContext) -> dict:
     spreads = [pstdev(c) for c in correct.values() if len(c) > 1]
     metrics["solver_groups_with_spread"] = sum(s > 0 for s in spreads) / max(1, len(spreads))
     log.info("cycle %s: pool %d (+%d, %d duplicates dropped)", cycle, stats["size"], len(kept), len(dups))
+    ctx.log_traces(sage_traces(challenges, q_scores, plans, p_scores, attempts, verdicts, out, {q.id for q in kept}))
     return metrics
+
+
+def _call(name: str, record, rollout: Rollout | None, **fields) -> Span:
+    """A model call as an ``LLM`` span: its prompt in, its completion (and parsed ``fields``) out, its reward."""
+    return Span(name, "LLM", inputs={"prompt": record.prompt}, outputs={"completion": record.completion, **fields},
+                attributes={"reward": rollout.reward if rollout else None, **(rollout.detail if rollout else {})})
+
+
+def _critic(name: str, score: CriticScore, by_id: dict[str, Rollout]) -> Span:
+    return _call(name, score, by_id.get(f"{score.target_id}-critic"), score=score.score, passed=score.passed)
+
+
+def sage_traces(challenges: list[ChallengerRollout], q_scores: dict[str, CriticScore], plans: dict[str, Plan],
+                p_scores: dict[str, CriticScore], attempts: list[Attempt], verdicts: dict[str, Verdict], rollouts: list[Rollout],
+                pooled: set[str], n: int = TRACE_ITEMS) -> list[Span]:
+    """One trace per Challenger question that reached the Solver, for the first ``n``: the question's
+    round through the four roles and the verifier. Spans: the Challenger's call (question and spec,
+    r_c), the Critic's score of the question (gate), the Planner's plan (r_p), the Critic's score of
+    the plan, and each Solver sample (answer, r_s) with its verifier's verdict as a ``TOOL`` span.
+    The root holds the question, its pass rate and whether it joined the pool."""
+    by_id = {r.id: r for r in rollouts}
+    tried = defaultdict(list)
+    for a in attempts:
+        tried[a.question_id].append(a)
+    roots: list[Span] = []
+    for ch in (ch for ch in challenges if ch.question is not None and ch.question.id in tried):
+        q = ch.question
+        spans = [_call("challenger", ch, by_id.get(ch.id), question=q.text, spec=q.spec.model_dump(mode="json"))]
+        if q.id in q_scores:
+            spans.append(_critic("critic (question)", q_scores[q.id], by_id))
+        if q.id in plans:
+            spans.append(_call("planner", plans[q.id], by_id.get(plans[q.id].id), steps=plans[q.id].steps))
+        if q.id in p_scores:
+            spans.append(_critic("critic (plan)", p_scores[q.id], by_id))
+        for a in tried[q.id]:
+            v = verdicts.get(a.id)
+            check = Span("verifier", "TOOL", inputs={"answer": a.answer, "code": a.code, "spec": q.spec.model_dump(mode="json")},
+                         outputs=v.model_dump(mode="json") if v else None)
+            solver = _call(f"solver (sample {a.sample})", a, by_id.get(a.id), answer=a.answer if a.code is None else a.code)
+            solver.children.append(check)
+            spans.append(solver)
+        graded = [verdicts[a.id].correct for a in tried[q.id] if a.id in verdicts and verdicts[a.id].graded]
+        roots.append(Span(f"question {q.id}", "CHAIN", inputs={"question": q.text},
+                          outputs={"pass_rate": fmean(graded) if graded else None, "joined_pool": q.id in pooled},
+                          attributes={"domain": q.domain, "level": q.level, "reference": q.meta.get("reference")},
+                          children=spans))
+        if len(roots) == n:
+            break
+    return roots

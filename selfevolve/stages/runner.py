@@ -57,6 +57,7 @@ def execute(stage: Stage, params: Params, cycle: str | None = None, root: str | 
     if track:
         with stage_run(params.campaign, cycle, name, params.model_dump(mode="json"), root) as run:
             ctx.log_step = lambda step, m: run.log_metrics(m, step=step)
+            ctx.log_traces = run.log_traces
             metrics = stage.run(ctx)
             if shard is None:  # the cycle's run gathers every stage's metrics (a shard's are partial)
                 run.log_metrics(metrics, step=ctx.index, parent=True)
