@@ -292,3 +292,17 @@ def test_vllm_backend_generates_on_gpu(varied_tiny_model_dir, hf, conversations)
         assert backend.chat(conversations[:3], seeded) == backend.chat(conversations[:3], seeded)
     finally:
         backend.close()
+
+
+def test_validation_sees_the_weights_generation_will_use():
+    import torch
+
+    from selfevolve.backends.hf import in_dtype
+
+    policy = torch.nn.Linear(4, 4)  # float32, as a policy is trained
+    assert in_dtype(policy, "float32") is policy and in_dtype(policy, "auto") is policy
+    view = in_dtype(policy, "bfloat16")
+    assert view is not policy and view.weight.dtype == torch.bfloat16 and policy.weight.dtype == torch.float32
+    assert torch.equal(view.weight, policy.weight.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="dtype"):
+        in_dtype(policy, "int8")

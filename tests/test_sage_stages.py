@@ -125,3 +125,15 @@ def test_a_trace_follows_a_question_through_the_four_roles_and_the_verifier():
     assert first.children[3].outputs["score"] == 0.56
     (check,) = first.children[5].children
     assert check.span_type == "TOOL" and check.outputs["correct"] == 1.0 and check.inputs["answer"] == "2"
+
+
+def test_a_challenger_that_states_a_wrong_sum_earns_nothing_but_its_question_stands():
+    from selfevolve.stages.rewards import spec_is_right
+
+    wrong = _question("<question>Compute 39 + 5.</question><answer>79</answer>")
+    right = _question("<question>Compute 39 + 5.</question><answer>44</answer>")
+    assert wrong.spec.answer == right.spec.answer == "44"  # the environment's reference either way
+    assert spec_holds(_rollout(wrong), [1, 0]) and not spec_is_right(_rollout(wrong))
+    assert spec_is_right(_rollout(right))
+    word = _question("<question>Ann has 3 apples and buys 4. How many now?</question><answer>9</answer>")
+    assert spec_is_right(_rollout(word))  # a pseudo-label is judged by the Solver majority instead (spec_holds)

@@ -93,6 +93,21 @@ def _torch_dtype(dtype: str):
     return "auto" if dtype == "auto" else getattr(torch, dtype)
 
 
+def in_dtype(model, dtype: str):
+    """``model`` with the weights the hf backend generates with once it is saved and loaded in
+    ``dtype`` (``ModelParams.dtype``): the model itself when its floating-point weights already have
+    that dtype (or ``dtype`` is ``auto``), else a copy cast to it; the original (a policy being
+    trained in float32) is untouched. Validating a model under training must see what the stages
+    will see: a small model's greedy answers can change with the rounding of its weights (measured
+    on SmolLM2-135M after fine-tuning: docs/measurements.md). Raises ``ValueError`` for an unknown dtype."""
+    import copy
+
+    target = _torch_dtype(dtype)
+    if target == "auto" or all(p.dtype == target for p in model.parameters() if p.is_floating_point()):
+        return model
+    return copy.deepcopy(model).to(target)
+
+
 def render_prompt(tokenizer, conversation: Messages) -> str:
     """The prompt text for one conversation: the tokenizer's chat template with
     ``add_generation_prompt=True``; a conversation ending with an assistant message is a reply to

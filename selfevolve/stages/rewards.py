@@ -35,6 +35,18 @@ def spec_holds(ch: ChallengerRollout, solver_correct: list[float]) -> bool:
     return True
 
 
+def spec_is_right(ch: ChallengerRollout) -> bool:
+    """Whether the verifier spec the Challenger wrote is right where the environment can tell: the
+    answer it stated for a question the environment computed (``meta.reference = "environment"``)
+    is that value. The question itself stands on the environment's reference either way (it may
+    join the pool), but a Challenger rollout that states a wrong sum earns no ``r_c`` and so is never
+    imitated (on SmolLM2-135M nearly every stated sum was wrong, and imitating them taught its Solver
+    to answer "<answer>N</answer>" without working: docs/measurements.md)."""
+    if ch.question is None or ch.question.meta.get("reference") != "environment":
+        return True
+    return bool(ch.question.meta.get("answer_agrees"))
+
+
 def rewards(ctx: StageContext) -> dict:
     """Every SAGE reward (``selfevolve.rewards``) as ``Rollout`` records, and the new question pool
     (previous pool + gated, de-duplicated Challenger questions, with Solver pass rates).
@@ -60,9 +72,10 @@ def rewards(ctx: StageContext) -> dict:
         s = q_scores.get(qid)
         s_q = s.score if s else 0.0
         scored = s is not None and (s.raw is not None or not sage.ablation.critic)
-        r = R.challenger_reward(s_q, ch.format_reward, valid.get(qid, False), correct.get(qid, []), sage, scored)
+        right = valid.get(qid, False) and spec_is_right(ch)
+        r = R.challenger_reward(s_q, ch.format_reward, right, correct.get(qid, []), sage, scored)
         out.append(Rollout(id=ch.id, role="challenger", group=ch.id, question_id=qid, prompt=ch.prompt, completion=ch.completion, reward=r,
-                           detail={"s_q": s_q, "r_f": ch.format_reward, "spec_valid": valid.get(qid, False),
+                           detail={"s_q": s_q, "r_f": ch.format_reward, "spec_valid": right,
                                    "r_d": R.difficulty(correct[qid], sage.difficulty_reward) if qid in correct else None}))
     if sage.ablation.critic:
         for s in list(q_scores.values()) + list(p_scores.values()):
@@ -103,7 +116,8 @@ def rewards(ctx: StageContext) -> dict:
                    pool_challenger_questions=stats["challenger_questions"],
                    challenger_valid_rate=sum(valid.values()) / max(1, len(challenges)),
                    pseudo_labels_rejected=sum(1 for ch in challenges if ch.question is not None and ch.spec_valid
-                                              and not valid[ch.question.id]))
+                                              and not valid[ch.question.id]),
+                   challenger_wrong_answers=sum(not spec_is_right(ch) for ch in challenges))
     new_levels = [q.level for q in kept if q.level is not None]
     if new_levels:
         metrics["pool_growth_mean_level"] = fmean(new_levels)

@@ -106,14 +106,16 @@ def validation_questions(ctx: StageContext) -> list[Question]:
 def validator(ctx: StageContext, purpose: str):
     """A ``Validation``: greedy Solver correctness of an in-memory model being trained on
     :func:`validation_questions` (``validate(model, tokenizer) -> [0/1]``), with the seed-form
-    questions flagged as the retention guard of checkpoint selection."""
-    from selfevolve.backends.hf import HFBackend
+    questions flagged as the retention guard of checkpoint selection. The model answers in
+    ``model.dtype``, as the stages will run it once saved (``backends.hf.in_dtype``)."""
+    from selfevolve.backends.hf import HFBackend, in_dtype
     from selfevolve.training.rl import Validation
 
     questions, seed = validation_questions(ctx), ctx.seed(purpose)
 
     def validate(model, tokenizer) -> list[int]:
-        return correctness(HFBackend.from_pretrained_objects(model, tokenizer), questions, ctx.params, seed=seed)
+        backend = HFBackend.from_pretrained_objects(in_dtype(model, ctx.params.model.dtype), tokenizer)
+        return correctness(backend, questions, ctx.params, seed=seed)
 
     return Validation(validate, tuple(q.meta.get("split") == "seed" for q in questions))
 
