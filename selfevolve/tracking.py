@@ -267,12 +267,17 @@ class StageRun:
         import mlflow
 
         with fluent_uri(self.client.tracking_uri):
-            filters = " AND ".join(f"tag.`{k}` = '{v}'" for k, v in self.tags.items())
-            old = [t.info.trace_id for t in self.client.search_traces(locations=[self.experiment_id], filter_string=filters or None,
-                                                                        max_results=1000)
-                   if t.info.trace_metadata.get("mlflow.sourceRun") != self.run_id]
-            if old:
-                self.client.delete_traces(self.experiment_id, trace_ids=old)
+            filters = " AND ".join(f"tag.`{k}` = '{v}'" for k, v in self.tags.items()) or None
+            old, token = [], None
+            while True:  # a tracking server answers at most a few hundred per page
+                page = self.client.search_traces(locations=[self.experiment_id], filter_string=filters, include_spans=False,
+                                                 page_token=token)
+                old += [t.info.trace_id for t in page if t.info.trace_metadata.get("mlflow.sourceRun") != self.run_id]
+                token = page.token
+                if not token:
+                    break
+            for i in range(0, len(old), 100):
+                self.client.delete_traces(self.experiment_id, trace_ids=old[i:i + 100])
 
             def emit(span: Span, parent=None, **root):
                 live = mlflow.start_span_no_context(span.name, span_type=span.span_type, parent_span=parent, inputs=span.inputs,
