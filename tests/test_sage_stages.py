@@ -115,12 +115,18 @@ def test_a_trace_follows_a_question_through_the_four_roles_and_the_verifier():
     verdicts = {a.id: Verdict(attempt_id=a.id, question_id=a.question_id, correct=float(a.sample == 1), status="ok") for a in attempts}
     rollouts = [Rollout(id="ch0", role="challenger", group="ch0", question_id="q0", prompt="", completion="", reward=0.7,
                         detail={"s_q": 0.78})]
-    traces = sage_traces(challenges, q_scores, plans, p_scores, attempts, verdicts, rollouts, pooled={"q0"}, n=2)
-    assert [t.name for t in traces] == ["question q0", "question q2"]
+    seed = Question(id="s0", domain="math", text="Compute 1 + 2.", spec=MathSpec(answer="3"))
+    attempts.append(Attempt(id="as0", question_id="s0", sample=0, completion="<answer>3</answer>", answer="3"))
+    verdicts["as0"] = Verdict(attempt_id="as0", question_id="s0", correct=1.0, status="ok")
+    solve_set = [seed] + [c.question for c in challenges]  # the pool's question first, as the solve set holds them
+    traces = sage_traces(solve_set, challenges, q_scores, plans, p_scores, attempts, verdicts, rollouts, pooled={"q0", "s0"}, n=3)
+    assert [t.name for t in traces] == ["question q0", "question q2", "question q3"]  # the Challenger's first; q1 unsolved
     first = traces[0]
     assert [s.name for s in first.children] == ["challenger", "critic (question)", "planner", "critic (plan)",
                                                 "solver (sample 0)", "solver (sample 1)"]
-    assert first.outputs == {"pass_rate": 0.5, "joined_pool": True} and traces[1].outputs["joined_pool"] is False
+    assert first.outputs == {"pass_rate": 0.5, "in_pool": True} and traces[1].outputs["in_pool"] is False
+    (pool_trace,) = sage_traces(solve_set, challenges, q_scores, plans, p_scores, attempts, verdicts, rollouts, {"s0"}, n=4)[3:]
+    assert [s.name for s in pool_trace.children] == ["solver (sample 0)"] and pool_trace.outputs["in_pool"]
     assert first.children[0].attributes == {"reward": 0.7, "s_q": 0.78} and first.children[0].outputs["question"] == "Compute 0 + 2."
     assert first.children[3].outputs["score"] == 0.56
     (check,) = first.children[5].children

@@ -78,7 +78,7 @@ def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = Non
         pages.append(Page("ui_mlflow_report", links["report"], ["campaign/report", "Model metrics"],
                           MLFLOW_TIDY + SEARCH_HELDOUT))
     if "trace" in links:
-        pages.append(Page("ui_mlflow_trace", links["trace"], ["challenger", "critic (question)", "solver (sample 0)", "verifier"],
+        pages.append(Page("ui_mlflow_trace", links["trace"], ["question", "planner", "solver (sample 0)", "verifier"],
                           MLFLOW_TIDY))
     if prefect_url and flow_run_id:
         pages.append(Page("ui_prefect_flow_run", f"{prefect_url.rstrip('/')}/runs/flow-run/{flow_run_id}",

@@ -126,7 +126,8 @@ def rewards(ctx: StageContext) -> dict:
     spreads = [pstdev(c) for c in correct.values() if len(c) > 1]
     metrics["solver_groups_with_spread"] = sum(s > 0 for s in spreads) / max(1, len(spreads))
     log.info("cycle %s: pool %d (+%d, %d duplicates dropped)", cycle, stats["size"], len(kept), len(dups))
-    ctx.log_traces(sage_traces(challenges, q_scores, plans, p_scores, attempts, verdicts, out, {q.id for q in kept}))
+    ctx.log_traces(sage_traces(read_jsonl(P.solve_set, Question), challenges, q_scores, plans, p_scores, attempts, verdicts, out,
+                               {q.id for q in new_pool}))
     return metrics
 
 
@@ -140,22 +141,26 @@ def _critic(name: str, score: CriticScore, by_id: dict[str, Rollout]) -> Span:
     return _call(name, score, by_id.get(f"{score.target_id}-critic"), score=score.score, passed=score.passed)
 
 
-def sage_traces(challenges: list[ChallengerRollout], q_scores: dict[str, CriticScore], plans: dict[str, Plan],
-                p_scores: dict[str, CriticScore], attempts: list[Attempt], verdicts: dict[str, Verdict], rollouts: list[Rollout],
-                pooled: set[str], n: int = TRACE_ITEMS) -> list[Span]:
-    """One trace per Challenger question that reached the Solver, for the first ``n``: the question's
-    round through the four roles and the verifier. Spans: the Challenger's call (question and spec,
-    r_c), the Critic's score of the question (gate), the Planner's plan (r_p), the Critic's score of
-    the plan, and each Solver sample (answer, r_s) with its verifier's verdict as a ``TOOL`` span.
-    The root holds the question, its pass rate and whether it joined the pool."""
+def sage_traces(solve_set: list[Question], challenges: list[ChallengerRollout], q_scores: dict[str, CriticScore],
+                plans: dict[str, Plan], p_scores: dict[str, CriticScore], attempts: list[Attempt], verdicts: dict[str, Verdict],
+                rollouts: list[Rollout], pooled: set[str], n: int = TRACE_ITEMS) -> list[Span]:
+    """One trace per solved question, for the first ``n`` of the solve set (the Challenger's new
+    questions first, then the pool's): the question's round through the roles and the verifier.
+    Spans: the Challenger's call (question and spec, r_c) and the Critic's score of the question
+    (gate) for a Challenger question, the Planner's plan (r_p), the Critic's score of the plan, and
+    each Solver sample (answer, r_s) with its verifier's verdict as a ``TOOL`` span. The root holds
+    the question, its pass rate and whether it is in the new pool."""
     by_id = {r.id: r for r in rollouts}
+    written = {ch.question.id: ch for ch in challenges if ch.question is not None}
     tried = defaultdict(list)
     for a in attempts:
         tried[a.question_id].append(a)
     roots: list[Span] = []
-    for ch in (ch for ch in challenges if ch.question is not None and ch.question.id in tried):
-        q = ch.question
-        spans = [_call("challenger", ch, by_id.get(ch.id), question=q.text, spec=q.spec.model_dump(mode="json"))]
+    for q in sorted((q for q in solve_set if q.id in tried), key=lambda q: q.id not in written)[:n]:
+        spans = []
+        if q.id in written:
+            ch = written[q.id]
+            spans.append(_call("challenger", ch, by_id.get(ch.id), question=q.text, spec=q.spec.model_dump(mode="json")))
         if q.id in q_scores:
             spans.append(_critic("critic (question)", q_scores[q.id], by_id))
         if q.id in plans:
@@ -171,9 +176,7 @@ def sage_traces(challenges: list[ChallengerRollout], q_scores: dict[str, CriticS
             spans.append(solver)
         graded = [verdicts[a.id].correct for a in tried[q.id] if a.id in verdicts and verdicts[a.id].graded]
         roots.append(Span(f"question {q.id}", "CHAIN", inputs={"question": q.text},
-                          outputs={"pass_rate": fmean(graded) if graded else None, "joined_pool": q.id in pooled},
-                          attributes={"domain": q.domain, "level": q.level, "reference": q.meta.get("reference")},
+                          outputs={"pass_rate": fmean(graded) if graded else None, "in_pool": q.id in pooled},
+                          attributes={"domain": q.domain, "level": q.level, "source": q.source, "reference": q.meta.get("reference")},
                           children=spans))
-        if len(roots) == n:
-            break
     return roots
