@@ -119,13 +119,17 @@ def test_a_trace_follows_a_question_through_the_four_roles_and_the_verifier():
     attempts.append(Attempt(id="as0", question_id="s0", sample=0, completion="<answer>3</answer>", answer="3"))
     verdicts["as0"] = Verdict(attempt_id="as0", question_id="s0", correct=1.0, status="ok")
     solve_set = [seed] + [c.question for c in challenges]  # the pool's question first, as the solve set holds them
-    traces = sage_traces(solve_set, challenges, q_scores, plans, p_scores, attempts, verdicts, rollouts, pooled={"q0", "s0"}, n=3)
+    correct = {}
+    for a in attempts:
+        correct.setdefault(a.question_id, []).append(verdicts[a.id].correct)
+    traces = sage_traces(solve_set, challenges, q_scores, plans, p_scores, attempts, verdicts, correct, rollouts, pooled={"q0", "s0"},
+                         n=3)
     assert [t.name for t in traces] == ["question q0", "question q2", "question q3"]  # the Challenger's first; q1 unsolved
     first = traces[0]
     assert [s.name for s in first.children] == ["challenger", "critic (question)", "planner", "critic (plan)",
                                                 "solver (sample 0)", "solver (sample 1)"]
     assert first.outputs == {"pass_rate": 0.5, "in_pool": True} and traces[1].outputs["in_pool"] is False
-    (pool_trace,) = sage_traces(solve_set, challenges, q_scores, plans, p_scores, attempts, verdicts, rollouts, {"s0"}, n=4)[3:]
+    (pool_trace,) = sage_traces(solve_set, challenges, q_scores, plans, p_scores, attempts, verdicts, correct, rollouts, {"s0"}, n=4)[3:]
     assert [s.name for s in pool_trace.children] == ["solver (sample 0)"] and pool_trace.outputs["in_pool"]
     assert first.children[0].attributes == {"reward": 0.7, "s_q": 0.78} and first.children[0].outputs["question"] == "Compute 0 + 2."
     assert first.children[3].outputs["score"] == 0.56

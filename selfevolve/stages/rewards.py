@@ -126,8 +126,8 @@ def rewards(ctx: StageContext) -> dict:
     spreads = [pstdev(c) for c in correct.values() if len(c) > 1]
     metrics["solver_groups_with_spread"] = sum(s > 0 for s in spreads) / max(1, len(spreads))
     log.info("cycle %s: pool %d (+%d, %d duplicates dropped)", cycle, stats["size"], len(kept), len(dups))
-    ctx.log_traces(sage_traces(read_jsonl(P.solve_set, Question), challenges, q_scores, plans, p_scores, attempts, verdicts, out,
-                               {q.id for q in new_pool}))
+    ctx.log_traces(sage_traces(read_jsonl(P.solve_set, Question), challenges, q_scores, plans, p_scores, attempts, verdicts,
+                               correct, out, {q.id for q in new_pool}))
     return metrics
 
 
@@ -143,13 +143,14 @@ def _critic(name: str, score: CriticScore, by_id: dict[str, Rollout]) -> Span:
 
 def sage_traces(solve_set: list[Question], challenges: list[ChallengerRollout], q_scores: dict[str, CriticScore],
                 plans: dict[str, Plan], p_scores: dict[str, CriticScore], attempts: list[Attempt], verdicts: dict[str, Verdict],
-                rollouts: list[Rollout], pooled: set[str], n: int = TRACE_ITEMS) -> list[Span]:
+                correct: dict[str, list[float]], rollouts: list[Rollout], pooled: set[str], n: int = TRACE_ITEMS) -> list[Span]:
     """One trace per solved question, for the first ``n`` of the solve set (the Challenger's new
     questions first, then the pool's): the question's round through the roles and the verifier.
     Spans: the Challenger's call (question and spec, r_c) and the Critic's score of the question
     (gate) for a Challenger question, the Planner's plan (r_p), the Critic's score of the plan, and
     each Solver sample (answer, r_s) with its verifier's verdict as a ``TOOL`` span. The root holds
-    the question, its pass rate and whether it is in the new pool."""
+    the question, its pass rate (``correct``: the graded outcomes per question id, as the rewards
+    count them) and whether it is in the new pool."""
     by_id = {r.id: r for r in rollouts}
     written = {ch.question.id: ch for ch in challenges if ch.question is not None}
     tried = defaultdict(list)
@@ -174,9 +175,8 @@ def sage_traces(solve_set: list[Question], challenges: list[ChallengerRollout], 
             solver = _call(f"solver (sample {a.sample})", a, by_id.get(a.id), answer=a.answer if a.code is None else a.code)
             solver.children.append(check)
             spans.append(solver)
-        graded = [verdicts[a.id].correct for a in tried[q.id] if a.id in verdicts and verdicts[a.id].graded]
         roots.append(Span(f"question {q.id}", "CHAIN", inputs={"question": q.text},
-                          outputs={"pass_rate": fmean(graded) if graded else None, "in_pool": q.id in pooled},
+                          outputs={"pass_rate": fmean(correct[q.id]) if correct.get(q.id) else None, "in_pool": q.id in pooled},
                           attributes={"domain": q.domain, "level": q.level, "source": q.source, "reference": q.meta.get("reference")},
                           children=spans))
     return roots
