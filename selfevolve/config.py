@@ -1,14 +1,13 @@
 """Campaign parameters: the schema of ``params.yaml`` and its loader.
 
-Every knob of a campaign lives in ``params.yaml`` (DVC tracks it per stage). The schema is strict:
-an unknown key, a wrong type or an out-of-range value raises ``ParamsError`` naming the key, the
-value and what is allowed, before any stage writes anything. Types are strict (pydantic strict
-mode): a count must be an integer (``true`` or ``'3'`` is not one), a number an integer or a
-float (not a string), a switch a boolean (not ``1`` or ``'yes'``). ``model.base`` of the form
-``pypi:...`` must be an exact pin (``selfevolve.inputs.parse_pypi_spec``).
+Every knob of a campaign lives in ``params.yaml`` (DVC tracks it per stage). The schema is strict: an unknown key, a
+wrong type or an out-of-range value raises ``ParamsError`` naming the key, the value and what is allowed, before any
+stage writes anything. Types are strict (pydantic strict mode): a count must be an integer (``true`` or ``'3'`` is not
+one), a number an integer or a float (not a string), a switch a boolean (not ``1`` or ``'yes'``). ``model.base`` of the
+form ``pypi:...`` must be an exact pin (``selfevolve.inputs.parse_pypi_spec``).
 
-Presets for real models (``configs/*.yaml``) are partial params files deep-merged over
-``params.yaml`` by ``load_params(path, overlays=[...])`` (CLI: ``--params-overlay``).
+Presets for real models (``configs/*.yaml``) are partial params files deep-merged over ``params.yaml`` by
+``load_params(path, overlays=[...])`` (CLI: ``--params-overlay``).
 """
 
 from __future__ import annotations
@@ -146,8 +145,7 @@ class SeedParams(_Section):
                      "or rows with question/answer fields)")
     size: int = Field(1000, ge=1, le=100000)
     data_dir: str = Field("../shared/benchmarks", description="where local GSM8K/MATH/MBPP files live (paper seed set)")
-    heldout_size: int = Field(500, ge=0, description="held-out questions for evaluation (arith: per split, seed levels and "
-                              "frontier)")
+    heldout_size: int = Field(500, ge=0, description="held-out questions for evaluation (arith: per split)")
     val_size: int = Field(500, ge=1, description="validation questions for checkpoint selection (arith: per split)")
     arith: ArithParams = ArithParams()
 
@@ -243,10 +241,12 @@ class RLParams(_Section):
     eval_every: int = Field(20, ge=1, description="reinforce_pp/grpo: steps between validation checks")
     eval_questions: int = Field(1000, ge=1, description="validation questions (balanced over the validation splits)")
     selection: Literal["progress", "significant"] = Field("progress", description="progress: keep the trained model unless "
-                                                          "it lost on the levels being moved or > retention_tolerance on the seed "
-                                                          "forms; significant: only a significant validation gain (select_p)")
-    retention_tolerance: float = Field(0.01, ge=0.0, le=1.0, description="progress: seed-form validation accuracy a kept "
-                                       "checkpoint may lose against the starting model")
+                                                          "it lost on the questions being moved or > retention_tolerance on the forms "
+                                                          "the start masters; significant: only a significant validation gain (select_p)")
+    retention_tolerance: float = Field(0.01, ge=0.0, le=1.0, description="progress: validation accuracy on the mastered forms "
+                                       "a kept checkpoint may lose against the starting model")
+    mastered_accuracy: float = Field(0.9, gt=0.0, le=1.0, description="progress: a form the starting model answers at least "
+                                     "this often on validation is mastered (guarded by retention_tolerance); the rest are being moved")
     select_p: float = Field(0.05, gt=0.0, le=1.0, description="significant: a trained model replaces the starting one only if its "
                             "validation gain has exact McNemar p below this divided by the number of checks (1.0 = plain best accuracy)")
     skip_no_spread: bool = True

@@ -17,11 +17,15 @@ def _q(i: int) -> Question:
     return Question(id=f"q{i}", domain="math", text=f"Compute {i} + 1.", spec=MathSpec(answer=str(i + 1)), level=1)
 
 
-def _tries(q: Question, outcomes: list[int], same_text: bool = False):
+def _tries(q: Question, outcomes: list[int], same_text: bool = False, forms: list[str] | None = None):
+    """Attempts at ``q`` (correct where ``outcomes`` says 1), each ``<think>work</think><answer>N</answer>``
+    or ``forms[j]`` with ``{answer}`` filled in."""
     attempts, verdicts = [], {}
     for j, ok in enumerate(outcomes):
+        answer = q.spec.answer if ok else "0"
+        text = (forms[j] if forms else "<think>work</think><answer>{answer}</answer>").format(answer=answer)
         a = Attempt(id=f"{q.id}-s{j}", question_id=q.id, sample=j, prompt=f"P {q.text}",
-                    completion=f"<answer>{q.spec.answer if ok else 0}</answer>" + ("" if same_text else " " * j))
+                    completion=text + ("" if same_text else " " * j))
         attempts.append(a)
         verdicts[a.id] = Verdict(attempt_id=a.id, question_id=q.id, correct=float(ok), status="correct" if ok else "wrong")
     return attempts, verdicts
@@ -37,10 +41,23 @@ def test_self_labels_keep_verified_completions_of_questions_in_the_band():
     rows, counts = self_labels(qs, attempts, verdicts, (0.05, 0.8), per_question=2, cycle="c1")
     # q0 always solved (1.0 > 0.8) and q1 never (no label): out; q2 at 0.25 gives its one success,
     # q3 at 0.75 gives two of its three (per_question = 2)
-    assert counts == {"questions_in_band": 2, "self_labels": 3}
+    assert counts == {"questions_in_band": 2, "self_labels": 3, "self_labels_malformed": 0}
     assert [r.question_id for r in rows] == ["q2", "q3", "q3"]
-    assert all(r.role == "solver" and "<answer>" in r.completion and r.completion.startswith(f"<answer>{int(r.question_id[1:]) + 1}")
-               for r in rows)
+    assert all(r.role == "solver" and f"<answer>{int(r.question_id[1:]) + 1}</answer>" in r.completion for r in rows)
+
+
+def test_self_labels_are_verified_answers_in_the_solvers_format():
+    """A right answer reached through stray tags, without the think block or with text around the
+    blocks is not a label (what SmolLM2's labels taught: bare answers on sums it had mastered);
+    the next well-formed right completion of the question takes its place."""
+    q = _q(3)
+    forms = ["<answer>{answer}</answer>", "<remember>3 + 1</remember><answer>{answer}</answer>",
+             "Yes.\n<think>3 + 1 = 4</think><answer>{answer}</answer>", "<think>3 + 1 = 4</think>\n<answer>{answer}</answer>",
+             "<think>3 + 1 = 4</think><answer>{answer}</answer>"]
+    attempts, verdicts = _tries(q, [1, 1, 1, 1, 0], forms=forms)
+    rows, counts = self_labels([q], attempts, verdicts, (0.0, 1.0), per_question=2, cycle="c1")
+    assert [r.completion.strip() for r in rows] == ["<think>3 + 1 = 4</think>\n<answer>4</answer>"]
+    assert counts["self_labels_malformed"] == 3
 
 
 def test_self_labels_do_not_repeat_a_completion():

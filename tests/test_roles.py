@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from selfevolve.roles import parsers
 from selfevolve.roles.templates import ROLES, messages, render
 
-PIECES = list("<>/ab1 \n.-") + ["<answer>", "</answer>", "<score>", "</score>", "<plan>", "</plan>", "<question>",
+PIECES = list("<>/ab1 \n.-") + ["<think>", "</think>", "<answer>", "</answer>", "<score>", "</score>", "<plan>", "</plan>", "<question>",
                                  "</question>", "<tests>", "</tests>", "<code>", "</code>", "```", "assert ", "10", "7.5"]
 TAGGY = st.lists(st.sampled_from(PIECES), max_size=60).map("".join)
 
@@ -24,6 +24,26 @@ def test_parsers_never_raise(text):
     assert 0.0 <= p.format_reward <= 1.0
     sc = parsers.parse_score(text)
     assert 0.0 <= sc.score <= 1.0 and 0.0 <= sc.format_reward <= 1.0
+    assert parsers.well_formed_solver(text) in (True, False)
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("<think>2 + 3 = 5</think><answer>5</answer>", True),
+    ("  <think>2 + 3 = 5</think>\n<answer>5</answer>\n", True),
+    ("<think>if a < b: swap</think><answer>5</answer>", True),     # a comparison is not a tag
+    ("<answer>5</answer>", False),                                   # no working
+    ("<think>2 + 3</think><answer> </answer>", False),               # empty answer
+    ("<think>x</think><think>y</think><answer>5</answer>", False),
+    ("<answer>5</answer><think>x</think>", False),
+    ("<remember>2 + 3 = 5</remember><answer>5</answer>", False),
+    ("<think>2 + 3 = 5 <b>sure</b></think><answer>5</answer>", False),
+    ("Sure.\n<think>2 + 3 = 5</think><answer>5</answer>", False),
+    ("<think>2 + 3 = 5</think><answer>5</answer> Done.", False),
+    ("<think>2 + 3 = 5</think><answer>5", False),
+    (None, False),
+])
+def test_well_formed_solver_is_the_prompts_format_exactly(text, ok):
+    assert parsers.well_formed_solver(text) is ok
 
 
 @pytest.mark.parametrize("text, raw, score, r_f", [

@@ -79,7 +79,7 @@ def test_self_labels_are_verified_answers(project):
     assert labels, "its right answers become self-labels"
     for row in labels:
         answer = parsers.parse_solver(row["completion"]).answer
-        assert row["detail"]["source"] == "self_label"
+        assert row["detail"]["source"] == "self_label" and parsers.well_formed_solver(row["completion"])
         assert answer is not None and answer.strip() == questions[row["question_id"]]["spec"]["answer"]
 
 

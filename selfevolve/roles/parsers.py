@@ -240,6 +240,25 @@ def parse_solver(text, domain: str = "math") -> SolverOutput:
     return SolverOutput(body, 1.0 if closed else 0.5)
 
 
+_SOLVER_TAGS = ["<think>", "</think>", "<answer>", "</answer>"]
+
+
+def well_formed_solver(text) -> bool:
+    """True when a Solver completion is written exactly in the format its prompt asks for: one
+    ``<think>`` block, then one non-empty ``<answer>`` block, only whitespace around them and no
+    other tag anywhere (the format rule of DeepSeek-R1's format reward, Guo et al. 2025, arXiv
+    2501.12948, 2.2.2). What self-labels are chosen by: a verified answer reached with
+    ``<remember>`` tags or a bare ``<answer>N</answer>`` is still a right answer, but imitated it
+    teaches the shortcut (measured on SmolLM2-135M-Instruct: docs/measurements.md). Linear in the
+    text; never raises."""
+    text = _text(text)
+    tags = list(_ANY_TAG.finditer(text))
+    if [t.group(0) for t in tags] != _SOLVER_TAGS:
+        return False
+    outside = text[: tags[0].start()] + text[tags[1].end(): tags[2].start()] + text[tags[3].end():]
+    return not outside.strip() and bool(text[tags[2].end(): tags[3].start()].strip())
+
+
 _LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")
 
 

@@ -22,13 +22,18 @@ def self_labels(questions: list[Question], attempts: list[Attempt], verdicts: di
     """The Solver's verified completions worth learning from: for each question whose pass rate over
     its n samples lies in ``band`` (inclusive) and whose reference is trusted (computed by the
     environment, a dataset answer, or a pseudo-label the Solver majority confirmed), up to
-    ``per_question`` distinct completions the verifier accepted. Returns (rows, counts)."""
+    ``per_question`` distinct completions the verifier accepted that are written in the Solver's
+    format (``roles.parsers.well_formed_solver``: a right answer reached through stray tags or
+    without working is not imitated). Returns (rows, counts): ``questions_in_band``,
+    ``self_labels`` and ``self_labels_malformed`` (verified completions left out for their form)."""
+    from selfevolve.roles.parsers import well_formed_solver
+
     by_q: dict[str, list[Attempt]] = defaultdict(list)
     for a in attempts:
         by_q[a.question_id].append(a)
     lo, hi = band
     rows: list[Rollout] = []
-    in_band = 0
+    in_band = malformed = 0
     for q in questions:
         tries = by_q.get(q.id, [])
         if not tries:
@@ -39,12 +44,16 @@ def self_labels(questions: list[Question], attempts: list[Attempt], verdicts: di
         in_band += 1
         seen: set[str] = set()
         for a in tries:
-            if verdicts[a.id].correct >= 1.0 and a.completion not in seen and len(seen) < per_question:
-                seen.add(a.completion)
-                rows.append(Rollout(id=f"{cycle}-label-{a.id}", role="solver", group=q.id, question_id=q.id, prompt=a.prompt,
-                                    completion=a.completion, reward=1.0,
-                                    detail={"source": "self_label", "cycle": cycle, "pass_rate": rate, "level": q.level}))
-    return rows, {"questions_in_band": in_band, "self_labels": len(rows)}
+            if verdicts[a.id].correct < 1.0 or a.completion in seen or len(seen) >= per_question:
+                continue
+            if not well_formed_solver(a.completion):
+                malformed += 1
+                continue
+            seen.add(a.completion)
+            rows.append(Rollout(id=f"{cycle}-label-{a.id}", role="solver", group=q.id, question_id=q.id, prompt=a.prompt,
+                                completion=a.completion, reward=1.0,
+                                detail={"source": "self_label", "cycle": cycle, "pass_rate": rate, "level": q.level}))
+    return rows, {"questions_in_band": in_band, "self_labels": len(rows), "self_labels_malformed": malformed}
 
 
 def datasets(ctx: StageContext) -> dict:
@@ -53,8 +62,8 @@ def datasets(ctx: StageContext) -> dict:
     * ``rl_dataset.jsonl``: rollouts with per-role advantages (Task-Relative REINFORCE++; ablations
       drop untrained roles; groups without reward spread skipped). With ``rl.algorithm =
       expert_iteration`` the Solver learns from its self-labels instead, so its rollouts stay out.
-    * ``self_labels.jsonl``: the Solver's verified completions of questions in ``sage.frontier_band``
-      (:func:`self_labels`; none when ``sage.ablation.train_solver`` is off).
+    * ``self_labels.jsonl``: the Solver's verified, well-formed completions of questions in
+      ``sage.frontier_band`` (:func:`self_labels`; none when ``sage.ablation.train_solver`` is off).
     * ``replay.jsonl``: earlier rows: the starting cycle's replay plus its self-labels (the base
       cycle's replay is the warm start's transcripts; ``detail.source`` tells them apart).
     * ``sft_dataset.jsonl``: the MASS champion's trajectories as chats.
@@ -70,7 +79,7 @@ def datasets(ctx: StageContext) -> dict:
         dropped.add("solver")
     rl_rows = role_advantages([r for r in rollouts if r.role not in dropped], skip_no_spread=rl.skip_no_spread)
     write_jsonl(P.rl_dataset, rl_rows)
-    labels, label_counts = [], {"questions_in_band": 0, "self_labels": 0}
+    labels, label_counts = [], {"questions_in_band": 0, "self_labels": 0, "self_labels_malformed": 0}
     if ab.train_solver:
         verdicts = {v.attempt_id: v for v in read_jsonl(P.verdicts, Verdict)}
         labels, label_counts = self_labels(read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt), verdicts,
@@ -105,9 +114,10 @@ def validation_questions(ctx: StageContext) -> list[Question]:
 
 def validator(ctx: StageContext, purpose: str):
     """A ``Validation``: greedy Solver correctness of an in-memory model being trained on
-    :func:`validation_questions` (``validate(model, tokenizer) -> [0/1]``), with the seed-form
-    questions flagged as the retention guard of checkpoint selection. The model answers in
-    ``model.dtype``, as the stages will run it once saved (``backends.hf.in_dtype``)."""
+    :func:`validation_questions` (``validate(model, tokenizer) -> [0/1]``), with each question's
+    form (``meta.form``), from which checkpoint selection tells the forms the starting model masters
+    (retention) from those being moved. The model answers in ``model.dtype``, as the stages will run
+    it once saved (``backends.hf.in_dtype``)."""
     from selfevolve.backends.hf import HFBackend, in_dtype
     from selfevolve.training.rl import Validation
 
@@ -117,7 +127,7 @@ def validator(ctx: StageContext, purpose: str):
         backend = HFBackend.from_pretrained_objects(in_dtype(model, ctx.params.model.dtype), tokenizer)
         return correctness(backend, questions, ctx.params, seed=seed)
 
-    return Validation(validate, tuple(q.meta.get("split") == "seed" for q in questions))
+    return Validation(validate, tuple(q.meta.get("form") for q in questions))
 
 
 def _numbers(summary: dict) -> dict:
@@ -154,8 +164,8 @@ def train_sft(ctx: StageContext) -> dict:
     """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS trajectories; the result is the
     cycle's model ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
 
-    The SFT step is kept only if it does not lower validation accuracy on the levels being moved
-    nor the seed forms' by more than ``rl.retention_tolerance`` (``sft.keep_if_worse`` = false;
+    The SFT step is kept only if it does not lower validation accuracy on the questions being moved
+    nor, by more than ``rl.retention_tolerance``, on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
     ``selfevolve.training.rl.progress_kept``): otherwise ``models/<cycle>`` is the RL checkpoint and
     ``sft_kept`` is 0. Measured here: 40 steps on 18 trajectory chats took held-out accuracy from
     0.34 to 0.055, since the flattened multi-agent chats pull the Solver away from its own format.
@@ -171,20 +181,21 @@ def train_sft(ctx: StageContext) -> dict:
     metrics["sft_trained"] = int(bool(summary.get("trained")))
     metrics["sft_kept"] = metrics["sft_trained"]
     if summary.get("trained") and not params.sft.keep_if_worse:
-        from selfevolve.training.rl import progress_kept, split_accuracy
+        from selfevolve.training.rl import progress_kept, retention_flags, split_accuracy
 
         questions, seed = validation_questions(ctx), ctx.seed("train_sft")
-        retention = [q.meta.get("split") == "seed" for q in questions]
+        forms = [q.meta.get("form") for q in questions]
 
         def outcome(model_dir) -> list[int]:
             with ctx.backend(model_dir) as backend:
                 return correctness(backend, questions, params, seed=seed)
 
         before, after = outcome(P.rl_model), outcome(P.model)
+        retention = retention_flags(before, forms, params.rl.mastered_accuracy)
         metrics.update(sft_val_accuracy_before=sum(before) / max(1, len(before)), sft_val_accuracy_after=sum(after) / max(1, len(after)),
                        sft_val_moving_before=split_accuracy(before, retention)[0], sft_val_moving_after=split_accuracy(after, retention)[0])
-        if not progress_kept(before, after, retention, params.rl.retention_tolerance):
-            log.warning("SFT lowered validation accuracy on the levels being moved or the seed forms: the cycle keeps the RL checkpoint")
+        if not progress_kept(before, after, forms, params.rl):
+            log.warning("SFT lowered validation accuracy on the questions being moved or the mastered forms: the cycle keeps the RL checkpoint")
             shutil.rmtree(P.model)
             shutil.copytree(P.rl_model, P.model)
             metrics["sft_kept"] = 0

@@ -24,7 +24,8 @@ update a step towards text the model itself wrote.
 The loss is the NLL of the completion tokens of the whole batch (``selfevolve.training.loop.fit``:
 fresh AdamW, ``rl.warmup_steps`` of linear warm-up, constant rate, cosine decay over the last
 ``rl.decay_steps`` to ``rl.min_lr_ratio``). Validation runs before and after
-(``CheckpointSelector``): the trained model replaces the start only on a significant gain.
+(``CheckpointSelector``, ``rl.selection``): by default the trained model is kept unless it is
+lower on the questions being moved or lost on the forms the start already masters.
 """
 
 from __future__ import annotations
@@ -59,6 +60,17 @@ def batch_plan(batch_size: int, have_labels: bool, have_replay: bool, have_pg: b
     return n_labels, n_replay, n_pg
 
 
+
+
+def _guard_numbers(curve: list[dict]) -> dict:
+    """The progress rule's view of the first and last checks as flat numbers: accuracy on the
+    questions being moved and on the mastered forms, and how many forms the start masters."""
+    first, last = curve[0], curve[-1]
+    out = {"val_mastered_forms": len(first.get("mastered_forms", [])), "initial_val_moving": first["moving_accuracy"],
+           "final_val_moving": last["moving_accuracy"]}
+    if "retention_accuracy" in first:
+        out |= {"initial_val_retention": first["retention_accuracy"], "final_val_retention": last["retention_accuracy"]}
+    return out
 
 
 def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay: list[Rollout], others: list[Rollout],
@@ -118,7 +130,7 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
                "batch_labels": n_labels, "batch_replay": n_replay, "batch_other_roles": n_others,
                "best_step": select.best_step, "best_val_accuracy": select.best_accuracy,
                "initial_val_accuracy": select.curve[0]["accuracy"], "final_val_accuracy": entry["accuracy"],
-               "final_val_p_vs_start": entry["p_vs_start"], "val_curve": select.curve, "loss_curve": loss_curve,
+               "final_val_p_vs_start": entry["p_vs_start"], **_guard_numbers(select.curve), "val_curve": select.curve, "loss_curve": loss_curve,
                "seconds": round(time.time() - t0, 2)}
     write_model_summary(out_dir / "rl.json", summary)
     return summary
