@@ -15,6 +15,9 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export OMP_WAIT_POLICY := PASSIVE
 export PREFECT_HOME := $(CURDIR)/.prefect
+# DVC's state and index inside the checkout, by environment: a path in .dvc/config.local would follow a copied
+# or moved checkout and point at the original's folder
+export DVC_SITE_CACHE_DIR := $(CURDIR)/.dvc/site-cache
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -29,7 +32,6 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -r requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
-	$(BIN)/dvc config --local core.site_cache_dir $(CURDIR)/.dvc/site-cache
 	touch $@
 
 install: $(STAMP)  ## create .venv and install (idempotent)

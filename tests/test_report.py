@@ -344,3 +344,46 @@ def test_figures_value_labels_do_not_overlap_and_legends_leave_the_points_free(t
         assert ax.figure.bbox.x0 - 1 <= legend.x0 and legend.x1 <= ax.figure.bbox.x1 + 1 and legend.y0 >= -1, plot.__name__
     texts = [t.get_text() for t in ax.texts]  # the frontier figure
     assert "0.17\np=2.7e-19" in texts and "0.95\np=0.23" in texts and "0.10" in texts
+
+
+def test_benchmarks_figure_leaves_the_held_out_set_to_the_frontier_figure(tmp_path):
+    """Issue 26: benchmarks.png repeated frontier.png's held-out lines. It now draws only the other
+    benchmarks, and says so where there are none."""
+    from selfevolve.reporting import figures
+
+    root = build_fake_campaign(tmp_path / "campaign")
+    ax, _ = _drawn(figures._plot_benchmarks, root)
+    names = [line.get_label() for line in ax.get_lines()]
+    assert names and all(n.startswith("gsm8k") for n in names), names
+    for c in ("base", "c1", "c2"):  # a campaign with the held-out set only
+        ev = json.loads((root / f"metrics/{c}/evaluate.json").read_text())
+        write_json(root / f"metrics/{c}/evaluate.json", {k: v for k, v in ev.items() if not k.startswith("gsm8k")})
+    ax, _ = _drawn(figures._plot_benchmarks, root)
+    assert not ax.get_lines() and "frontier.png" in ax.texts[0].get_text()
+
+
+def test_mass_figure_keeps_its_labels_inside_and_shows_a_single_agent_champion(tmp_path):
+    """Issue 26: the champion's value label was clipped at the top of an auto-scaled axis, and where
+    the champion was the single agent (same fitness) the reference line was hidden under it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from selfevolve.reporting import figures
+    from selfevolve.reporting.collect import collect_campaign
+    from selfevolve.reporting.series import compute_series
+
+    root = build_fake_campaign(tmp_path / "campaign")
+    for idx, c in ((1, "c1"), (2, "c2")):  # the champion as fit as the single agent (0.25 + 0.05 x idx)
+        write_json(root / f"data/cycles/{c}/mass/search.json", _search_json(idx, [0.25 + 0.05 * idx]))
+    data = collect_campaign(root)
+    fig, axes = figures._new_figure(ncols=2, width=6.5)
+    canvas = FigureCanvasAgg(fig)
+    figures._plot_mass(axes, data, compute_series(data))
+    canvas.draw()
+    renderer, ax = canvas.get_renderer(), axes[0]
+    assert ax.get_ylim() == figures.FRACTION
+    inside = ax.get_window_extent(renderer)
+    assert ax.texts and all(inside.y0 <= t.get_window_extent(renderer).y0 and t.get_window_extent(renderer).y1 <= inside.y1
+                            for t in ax.texts)
+    champion, single = ax.get_lines()
+    assert list(champion.get_ydata()) == list(single.get_ydata())
+    assert single.get_zorder() > champion.get_zorder() and single.get_markerfacecolor() == "none"

@@ -99,6 +99,12 @@ def _place_labels(ax, labels: list[Label]) -> None:
 FRACTION = (-0.02, 1.08)  # y range of plots of fractions, with room for value labels
 
 
+def _fraction_or_auto(values) -> tuple[float, float] | None:
+    """``FRACTION`` when every (non-None) value lies in [0, 1], else None (matplotlib's own range)."""
+    vals = [v for v in values if isinstance(v, (int, float))]
+    return FRACTION if all(0.0 <= v <= 1.0 for v in vals) else None
+
+
 def _finish(ax, cycles: list[str], plot_title: str, ylabel: str, ylim: tuple[float, float] | None = None,
             labels: list[Label] = (), **legend) -> None:
     """Cycle x axis, y label and range, title, the value ``labels`` (``_place_labels``) and the axes'
@@ -118,11 +124,14 @@ def _finish(ax, cycles: list[str], plot_title: str, ylabel: str, ylim: tuple[flo
 
 
 def _plot_benchmarks(ax, data: CampaignData, series: dict) -> None:
+    """The benchmarks besides the campaign's held-out set (``evaluation.benchmarks``: GSM8K, MATH-500,
+    ...), pass@1 and pass@k per cycle; the held-out splits are ``frontier.png``'s."""
     title = FIGURES["benchmarks"][1]
     rows = series["benchmarks"]
-    keys = [k for k in (rows[0] if rows else {}) if k not in ("cycle", "step")]
+    keys = [k for k in (rows[0] if rows else {}) if k not in ("cycle", "step") and not k.startswith("heldout")]
     if not rows or not any(r.get(k) is not None for r in rows for k in keys):
-        _no_data(ax, title, "no metrics/<cycle>/evaluate.json with benchmark scores\n(run `selfevolve evaluate --cycle C`)")
+        _no_data(ax, title, "no benchmark besides the held-out set (frontier.png shows that one):\n"
+                 "add one under evaluation.benchmarks, or run `selfevolve evaluate --cycle C --benchmark gsm8k`")
         return
     import matplotlib
 
@@ -312,8 +321,11 @@ def _plot_mass(axes, data: CampaignData, series: dict) -> None:
         fields = []
         for i, d in enumerate(domains):
             fields.append((f"{d}_champion_fitness", f"{d}: champion", {"color": colors(i)}))
-            fields.append((f"{d}_single_agent_fitness", f"{d}: single agent (reference)", {"color": colors(i), "linestyle": ":"}))
-        _finish(ax, data.cycles, title, "fitness (mean verified score on the search sample)", None, _lines(ax, data.cycles, rows, fields))
+            # hollow, larger and drawn above: visible where the champion is the single agent (same value)
+            fields.append((f"{d}_single_agent_fitness", f"{d}: single agent (reference)",
+                           {"color": colors(i), "linestyle": ":", "markersize": 11, "markerfacecolor": "none", "zorder": 3}))
+        _finish(ax, data.cycles, title, "fitness (mean verified score on the search sample)",
+                _fraction_or_auto(r.get(f[0]) for r in rows for f in fields), _lines(ax, data.cycles, rows, fields))
     hist = series["mass_history"]
     if not hist:
         _no_data(ax_h, "MASS search progress within each cycle", "no search history in data/cycles/<cycle>/mass/search.json")
@@ -325,6 +337,8 @@ def _plot_mass(axes, data: CampaignData, series: dict) -> None:
     ax_h.set_xlabel("generation")
     ax_h.set_ylabel("champion fitness")
     ax_h.set_title("MASS search progress within each cycle")
+    if (ylim := _fraction_or_auto(h["champion_fitness"] for h in hist)) is not None:
+        ax_h.set_ylim(*ylim)
     ax_h.grid(True, alpha=0.3)
     ax_h.xaxis.get_major_locator().set_params(integer=True)
     ax_h.legend(loc="best", fontsize=8)
