@@ -96,6 +96,22 @@ def test_validation_questions_are_balanced_over_the_splits(tmp_path):
     assert len(validation_questions(StageContext(params, "c1", tmp_path))) == 40
 
 
+def test_the_validator_hands_checkpoint_selection_each_questions_form(tmp_path):
+    """Retention is decided per form: the stage's validation callback carries the form of every
+    validation question, in order (``training.rl.retention_flags`` reads them)."""
+    from selfevolve.config import Params
+    from selfevolve.questions import arith
+    from selfevolve.records import write_jsonl
+    from selfevolve.stages.context import StageContext
+    from selfevolve.stages.train import validation_questions, validator
+
+    qs = arith.generate(12, seed=1, split="seed", prefix="s") + arith.generate(4, seed=2, forms=["4+3"], split="frontier", prefix="f")
+    write_jsonl(tmp_path / "data/cycles/base/val.jsonl", qs)
+    ctx = StageContext(Params(), "c1", tmp_path)
+    forms = validator(ctx, "train_rl").forms
+    assert forms == tuple(q.meta["form"] for q in validation_questions(ctx)) and forms[-4:] == ("4+3",) * 4
+
+
 def test_a_trace_follows_a_question_through_the_four_roles_and_the_verifier():
     from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Rollout, Verdict
     from selfevolve.stages.rewards import sage_traces

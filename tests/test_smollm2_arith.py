@@ -94,6 +94,7 @@ def test_trained_model_loads_and_answers(project):
 
     record = json.loads((project / "models/c1-rl/rl.json").read_text())
     assert record["trained"] and record["steps"] == 2 and record["rows_labels"] >= 1
+    assert isinstance(record["val_curve"][0]["mastered_forms"], list) and "final_val_moving" in record
     params = load_params(project / "params.yaml")
     questions = read_jsonl(project / "data/cycles/base/heldout.jsonl", Question)[:4]
     backend = HFBackend(project / "models/c1-rl", dtype=params.model.dtype)
