@@ -188,16 +188,16 @@ def test_the_uis_show_the_campaign(campaign, tmp_path):
 
 def test_editing_code_reruns_exactly_the_stages_that_use_it(campaign):
     """dvc.yaml's code dependencies come from each stage's imports: a change to the Solver's parser
-    makes every stage that parses role output stale, and none of the stages that only grade,
-    reward or assemble datasets."""
+    makes every stage that parses role output stale (``datasets`` too: a self-label must be in the
+    Solver's format), and none of the stages that only grade or reward."""
     root = campaign["root"]
     parser = root / "selfevolve" / "roles" / "parsers.py"
     original = parser.read_text()
     try:
         parser.write_text(original + "\n# edited\n")
         changed = set(json.loads(dvc(root, "status", "--json").stdout))
-        assert {"challenge@c1", "critic_questions@c1", "plan@c1", "solve@c1", "evaluate@c1", "evaluate_base"} <= changed
-        assert not {"seeds", "verify@c1", "rewards@c1", "datasets@c1"} & changed, changed
+        assert {"challenge@c1", "critic_questions@c1", "plan@c1", "solve@c1", "datasets@c1", "evaluate@c1", "evaluate_base"} <= changed
+        assert not {"seeds", "verify@c1", "rewards@c1"} & changed, changed
     finally:
         parser.write_text(original)
     assert json.loads(dvc(root, "status", "--json").stdout) == {}
