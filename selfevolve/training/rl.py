@@ -277,10 +277,11 @@ class CheckpointSelector:
     * ``progress`` (default): a checkpoint replaces the incumbent when its accuracy on the
       validation questions being moved is at least the incumbent's, and its accuracy on the forms
       the starting model masters (:func:`retention_flags`: ``rl.mastered_accuracy`` at step 0)
-      has not fallen more than ``rl.retention_tolerance`` below the starting model's. Continued training is the default, as
-      in Lee et al. 2025 (arXiv 2502.01612, no accept/reject gate between rounds); the guard keeps
-      what the model already masters. Measured: a McNemar gate on validation half of which is
-      saturated seed forms refused the second and third cycles' training (docs/measurements.md).
+      has not fallen more than ``rl.retention_tolerance`` below the starting model's. Continued
+      training is the default, as in Lee et al. 2025 (arXiv 2502.01612, no accept/reject gate
+      between rounds); the guard keeps what the model already masters. Measured: a McNemar gate
+      on validation half of which is saturated seed forms refused the second and third cycles'
+      training (docs/measurements.md).
       Without forms (a plain ``Validate``) every question counts as moving and the guard is off.
     * ``significant``: a checkpoint replaces the kept one when its accuracy over all validation
       questions is the highest so far *and* beats step 0 with an exact McNemar p-value below
