@@ -259,10 +259,11 @@ def test_progress_selection_keeps_training_unless_the_moving_levels_or_retention
     assert _select(start, [1] * 49 + [0] + [1] * 9 + [0] * 41, forms).best_step == 0      # moving 0.20 -> 0.18
     costly = [1] * 48 + [0] * 2 + [1] * 30 + [0] * 20                                    # moving 0.60, 1+1 0.98 -> 0.96
     assert _select(start, costly, forms).best_step == 0 and _select(start, costly, forms, tolerance=0.02).best_step == 10
-    params = Params()
-    assert rl.progress_kept(start, small_gain, forms, params.rl) and not rl.progress_kept(start, costly, forms, params.rl)
+    flags = rl.retention_flags(start, forms, Params().rl.mastered_accuracy)
+    assert rl.progress_kept(start, small_gain, flags, 0.01) and not rl.progress_kept(start, costly, flags, 0.01)
     # without forms every question counts as moving and the guard is off
-    assert rl.progress_kept([0, 1], [1, 1], (), params.rl) and not rl.progress_kept([1, 1], [0, 1], (), params.rl)
+    assert rl.progress_kept([0, 1], [1, 1], rl.retention_flags([0, 1], (), 0.9), 0.01)
+    assert not rl.progress_kept([1, 1], [0, 1], rl.retention_flags([1, 1], (), 0.9), 0.01)
 
 
 def test_retention_is_guarded_per_mastered_form_not_per_split():
@@ -276,7 +277,7 @@ def test_retention_is_guarded_per_mastered_form_not_per_split():
     seed_split = [f in ("1+1", "2+1") for f in forms]
     assert rl.split_accuracy(after, seed_split)[1] > rl.split_accuracy(start, seed_split)[1]   # the split rose
     assert rl.retention_flags(start, forms, 0.9) == [True] * 25 + [False] * 75
-    assert not rl.progress_kept(start, after, forms, Params().rl)
+    assert not rl.progress_kept(start, after, rl.retention_flags(start, forms, 0.9), Params().rl.retention_tolerance)
     assert _select(start, after, forms).best_step == 0
     # a form just below the threshold is moved; a question without a form is never guarded
     assert rl.retention_flags([1] * 17 + [0] * 3, ["2+1"] * 20, 0.9) == [False] * 20

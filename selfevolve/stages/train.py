@@ -194,7 +194,7 @@ def train_sft(ctx: StageContext) -> dict:
         retention = retention_flags(before, forms, params.rl.mastered_accuracy)
         metrics.update(sft_val_accuracy_before=sum(before) / max(1, len(before)), sft_val_accuracy_after=sum(after) / max(1, len(after)),
                        sft_val_moving_before=split_accuracy(before, retention)[0], sft_val_moving_after=split_accuracy(after, retention)[0])
-        if not progress_kept(before, after, forms, params.rl):
+        if not progress_kept(before, after, retention, params.rl.retention_tolerance):
             log.warning("SFT lowered validation accuracy on the questions being moved or the mastered forms: the cycle keeps the RL checkpoint")
             shutil.rmtree(P.model)
             shutil.copytree(P.rl_model, P.model)

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from selfevolve.config import LoraParams, Params, RLParams
+from selfevolve.config import LoraParams, Params
 from selfevolve.inputs import check_model_dir
 from selfevolve.records import Question, Rollout, write_model_summary
 
@@ -254,14 +254,13 @@ def retained(start: float | None, candidate: float | None, tolerance: float) -> 
     return start is None or candidate is None or candidate >= start - tolerance - 1e-9
 
 
-def progress_kept(start: Sequence[int], candidate: Sequence[int], forms: Sequence[str | None], rl: RLParams) -> bool:
+def progress_kept(start: Sequence[int], candidate: Sequence[int], retention: Sequence[bool], tolerance: float) -> bool:
     """The ``progress`` rule of :class:`CheckpointSelector` for one candidate against the start:
-    accuracy on the questions being moved not lower, accuracy on the forms the start masters
-    (:func:`retention_flags` at ``rl.mastered_accuracy``) at most ``rl.retention_tolerance`` lower."""
-    flags = retention_flags(start, forms, rl.mastered_accuracy)
-    m0, r0 = split_accuracy(start, flags)
-    m1, r1 = split_accuracy(candidate, flags)
-    return m1 >= m0 and retained(r0, r1, rl.retention_tolerance)
+    accuracy on the questions being moved not lower, accuracy on the retention questions (the forms
+    the start masters: :func:`retention_flags`) at most ``tolerance`` lower."""
+    m0, r0 = split_accuracy(start, retention)
+    m1, r1 = split_accuracy(candidate, retention)
+    return m1 >= m0 and retained(r0, r1, tolerance)
 
 
 def snapshot(model) -> dict:
