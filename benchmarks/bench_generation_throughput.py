@@ -1,19 +1,25 @@
-"""Generation throughput of the transformers backend: batched vs one prompt at a time.
+"""Generation throughput of the transformers backend: batched vs one prompt at a time, and the
+shared-prefix cache on vs off.
 
 Generates greedily for the same prompts (role prompts rendered from the arithmetic seed
-generator, of varied lengths) twice with ``HFBackend``:
+generator, of varied lengths; with ``--worked-examples`` each starts with the arith worked
+exchange, as the ``smollm2-arith`` preset's prompts do) three times with ``HFBackend``:
 
-- *batched*: one ``chat`` call with every prompt (left-padded micro-batches sorted by length);
+- *batched*: one ``chat`` call with every prompt (left-padded micro-batches sorted by length, the
+  prefix the prompts share computed once);
+- *no prefix cache*: the same call with ``prefix_cache=False``;
 - *sequential*: one ``chat`` call per prompt.
 
-Both use the same ``max_new_tokens``, the same model and ``torch.set_num_threads(--threads)``.
-Prints output tokens per second for both, the ratio (goal: >= 4x on 2 cores) and whether the
-greedy texts agree between the two modes (they must: left padding is exact).
+All use the same ``max_new_tokens``, model, dtype and ``torch.set_num_threads(--threads)``.
+Prints output tokens per second for each, the ratios batched/sequential (goal: >= 4x on 2 cores)
+and prefix cache on/off, and whether the greedy texts agree between the modes (they must in
+float32: left padding and the prefix cache are exact; in bfloat16 near-ties may round apart).
 
 Usage::
 
     python benchmarks/bench_generation_throughput.py                 # models/base if built, else a fresh tiny model
     python benchmarks/bench_generation_throughput.py --model models/base --prompts 64 --max-new-tokens 32
+    python benchmarks/bench_generation_throughput.py --model models/base --worked-examples --dtype bfloat16 --threads 1
 """
 
 from __future__ import annotations
@@ -36,10 +42,12 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prompts(n: int, seed: int = 0) -> list[list[dict[str, str]]]:
+def prompts(n: int, seed: int = 0, worked_examples: bool = False) -> list[list[dict[str, str]]]:
     from selfevolve.embedded.transcripts import arith_transcripts
+    from selfevolve.roles.templates import worked_examples as shots
 
-    return [t[:-1] for _, t in arith_transcripts(n, seed=seed)]  # drop the assistant turn
+    head = shots("solver", "math", "arith") if worked_examples else []
+    return [head + t[:-1] for _, t in arith_transcripts(n, seed=seed)]  # drop the assistant turn
 
 
 def build_model(path: Path) -> Path:
@@ -69,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=32, help="HFBackend micro-batch size for the batched run")
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads for both runs")
     ap.add_argument("--repeats", type=int, default=1, help="timed repetitions of each mode (best is reported)")
+    ap.add_argument("--dtype", default="float32", help="generation dtype (float32 | bfloat16)")
+    ap.add_argument("--worked-examples", action="store_true",
+                    help="start every prompt with the arith worked exchange (a long shared prefix)")
     args = ap.parse_args(argv)
 
     import torch
@@ -85,38 +96,46 @@ def main(argv: list[str] | None = None) -> int:
     else:
         tmp = tempfile.TemporaryDirectory()
         model = build_model(Path(tmp.name) / "tiny")
-    backend = HFBackend(model, device="cpu", batch_size=args.batch_size)
-    convs = prompts(args.prompts)
+    backend = HFBackend(model, device="cpu", batch_size=args.batch_size, dtype=args.dtype)
+    uncached = HFBackend.from_pretrained_objects(backend.model, backend.tokenizer, batch_size=args.batch_size,
+                                                 prefix_cache=False)
+    convs = prompts(args.prompts, worked_examples=args.worked_examples)
     lens = [len(x) for x in backend.encode(convs)]
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=args.max_new_tokens)
     backend.chat(convs[:4], sampling)  # warm-up (first-call allocations)
 
     best = {}
     outs = {}
-    for mode in ("batched", "sequential"):
+    modes = ("batched", "no prefix cache", "sequential")
+    for mode in modes:
         for _ in range(args.repeats):
-            out, seconds, tokens = run(backend, convs, sampling, one_by_one=(mode == "sequential"))
+            out, seconds, tokens = run(uncached if mode == "no prefix cache" else backend, convs, sampling,
+                                       one_by_one=(mode == "sequential"))
+            if mode == "batched":
+                shared = backend.last_stats.cached_prefix_tokens
             if mode not in best or seconds < best[mode][0]:
                 best[mode] = (seconds, tokens)
             outs[mode] = out
-    stats = backend.last_stats
-    agree = sum(a[0].text == b[0].text for a, b in zip(outs["batched"], outs["sequential"]))
+    agree = {m: sum(a[0].text == b[0].text for a, b in zip(outs["batched"], outs[m])) for m in modes[1:]}
     tps = {m: t / s for m, (s, t) in best.items()}
     ratio = tps["batched"] / tps["sequential"]
     n_params = sum(p.numel() for p in backend.model.parameters())
     print(f"model: {model} ({n_params / 1e6:.2f} M parameters), threads: {torch.get_num_threads()}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
-    print(f"prompts: {len(convs)} (prompt tokens {min(lens)}-{max(lens)}, mean {sum(lens) / len(lens):.0f}), "
-          f"max_new_tokens: {args.max_new_tokens}, greedy, batch_size: {args.batch_size}")
-    for m in ("batched", "sequential"):
+    print(f"prompts: {len(convs)} (prompt tokens {min(lens)}-{max(lens)}, mean {sum(lens) / len(lens):.0f}, "
+          f"{shared} shared by all), max_new_tokens: {args.max_new_tokens}, greedy, batch_size: {args.batch_size}, "
+          f"dtype: {args.dtype}")
+    for m in modes:
         s, t = best[m]
-        print(f"{m:>10}: {t:6d} tokens in {s:7.2f} s = {tps[m]:8.1f} tokens/s")
+        print(f"{m:>15}: {t:6d} tokens in {s:7.2f} s = {tps[m]:8.1f} tokens/s")
     print(f"ratio batched/sequential: {ratio:.1f}x (goal >= 4x)")
-    print(f"greedy texts identical in both modes: {agree}/{len(convs)}")
-    del stats
+    print(f"ratio prefix cache on/off: {tps['batched'] / tps['no prefix cache']:.2f}x")
+    for m, n in agree.items():
+        print(f"greedy texts identical, batched vs {m}: {n}/{len(convs)}")
     if tmp is not None:
         tmp.cleanup()
-    return 0 if agree == len(convs) else 1
+    exact = args.dtype == "float32"
+    return 0 if not exact or all(n == len(convs) for n in agree.values()) else 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import pytest
 
 from selfevolve.backends import make_backend
 from selfevolve.backends.base import Completion, SamplingConfig
-from selfevolve.backends.hf import HFBackend, finish_row
+from selfevolve.backends.hf import HFBackend
+from selfevolve.backends.rows import finish_row
 from selfevolve.config import ModelParams
 
 GREEDY = dict(temperature=0.0)
@@ -78,6 +79,33 @@ def test_left_padding_gives_same_greedy_output_alone_and_in_batch(varied_tiny_mo
     micro = [comps[0] for comps in small.chat(conversations, s)]
     assert small.last_stats.micro_batches == -(-len(conversations) // 3)
     assert [c.text for c in micro] == [c.text for c in alone]
+
+
+def test_shared_prompt_prefix_is_computed_once_and_changes_no_completion(hf):
+    """Role prompts share a long prefix (worked exchanges + instruction): the backend computes it
+    once per call and each micro-batch starts from a copy of its cache. In float32 every
+    completion (greedy and seeded sampling, n > 1, several micro-batches, streamed text) is what
+    the backend without the cache gives."""
+    from selfevolve.roles.templates import worked_examples
+
+    shots = worked_examples("solver", "math", "arith")
+    convs = [shots + user(f"Problem: Compute {a} + {b}.") for a, b in [(7, 5), (12, 30), (407, 96), (3, 1234), (88, 48)]]
+    plain = HFBackend.from_pretrained_objects(hf.model, hf.tokenizer, batch_size=4, prefix_cache=False)
+    cached = HFBackend.from_pretrained_objects(hf.model, hf.tokenizer, batch_size=4)
+    for s in (SamplingConfig(max_new_tokens=20, **GREEDY), SamplingConfig(temperature=1.0, max_new_tokens=20, n=3, seed=5)):
+        want = plain.chat(convs, s)
+        streamed: dict[tuple[int, int], str] = {}
+        got = cached.chat(convs, s, on_text=lambda p, k, d, acc=streamed: acc.__setitem__((p, k), acc.get((p, k), "") + d))
+        assert got == want
+        assert cached.last_stats.micro_batches > 1
+        assert all(got[p][k].text.startswith(t) for (p, k), t in streamed.items()) and streamed
+    shared = len(hf.encode(convs)[0]) - 15
+    assert cached.last_stats.cached_prefix_tokens >= min(shared, 100) and plain.last_stats.cached_prefix_tokens == 0
+    # prompts with little in common are not cached; a lone prompt caches all but its last token
+    cached.chat([user("hi"), user("Compute 7 + 5.")], SamplingConfig(max_new_tokens=4, **GREEDY))
+    assert cached.last_stats.cached_prefix_tokens == 0
+    cached.chat(convs[:1], SamplingConfig(max_new_tokens=4, **GREEDY))
+    assert cached.last_stats.cached_prefix_tokens == len(hf.encode(convs[:1])[0]) - 1
 
 
 def test_micro_batches_sorted_by_length_limit_padding(hf, conversations):
