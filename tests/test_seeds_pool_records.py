@@ -1,6 +1,7 @@
 """Seed sets, the question pool's de-duplication and statistics, and JSONL record files."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,6 +97,23 @@ def test_arith_seed_splits_are_disjoint(tmp_path):
     assert [q.text for q in held0] == [q.text for q in held if q.meta["split"] != "beyond"]
     assert [q.text for q in val0] == [q.text for q in val if q.meta["split"] != "beyond"]
 
+
+def test_arith_validation_sees_every_seed_form_even_a_small_one(tmp_path):
+    """1+1 has 100 distinct sums; drawn after 200 held-out questions per split, the smollm2-arith
+    validation held 6-7 of them, too few for the per-form retention guard. Validation is drawn
+    first."""
+    from collections import Counter
+
+    from selfevolve.config import load_params
+    from selfevolve.questions.seed_sets import load_seed_set
+
+    root = Path(__file__).resolve().parents[1]
+    for seed in (0, 1):
+        p = load_params(root / "params.yaml", overlays=[root / "configs" / "smollm2-arith.yaml"], overrides={"seed": seed})
+        _, val, held = load_seed_set(p, tmp_path)
+        forms = Counter(q.meta["form"] for q in val if q.meta["split"] == "seed")
+        assert set(forms) == {"1+1", "1+2", "2+1"} and min(forms.values()) >= 12, forms
+        assert Counter(q.meta["form"] for q in held)["1+1"] >= 30
 
 def test_reach_is_the_longest_sum_answered_often_enough():
     from selfevolve.questions.arith import reach, rung_size

@@ -51,13 +51,15 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
         def draw(n: int, offset: int, forms: list[str], prefix: str, split: str | None) -> list[Question]:
             return _disjoint(arith.generate(n * 2, seed=params.seed + offset, forms=forms, prefix=prefix, split=split), taken)[:n]
 
+        # validation first: a form with few distinct questions (1+1 has 100) must still be seen by
+        # the checkpoint guard (drawn after 200 held-out questions, validation held 6-7 of them)
+        val = draw(n_val, 10_001, seed_forms, "val-seed", "seed") + draw(n_val, 40_004, frontier, "val-frontier", "frontier")
         held = (draw(s.heldout_size, 20_002, seed_forms, "heldout-seed", "seed")
                 + draw(s.heldout_size, 30_003, frontier, "heldout-frontier", "frontier"))
-        val = draw(n_val, 10_001, seed_forms, "val-seed", "seed") + draw(n_val, 40_004, frontier, "val-frontier", "frontier")
         pool = draw(s.size, 0, seed_forms, "seed", None)
         if beyond:  # drawn last: the seed and frontier questions stay those of a ladder without rungs beyond
-            held += draw(s.heldout_size, 50_005, beyond, "heldout-beyond", "beyond")
             val += draw(n_val, 60_006, beyond, "val-beyond", "beyond")
+            held += draw(s.heldout_size, 50_005, beyond, "heldout-beyond", "beyond")
         return pool, val, held
     if s.set.endswith((".jsonl", ".json")):
         import random
