@@ -68,12 +68,12 @@ def build_base(root: Path, params_file: Path, seed: int, log) -> Path:
 
 
 def rung_accuracy(correct: list[int], questions) -> dict[str, float]:
-    """Greedy accuracy per unsupervised question form (``meta.form`` of the frontier and beyond
+    """Greedy accuracy per unsupervised question form (``form`` of the frontier and beyond
     splits) of one model's 0/1 outcomes."""
     forms: dict[str, list[int]] = {}
     for c, q in zip(correct, questions):
-        if q.meta.get("form") and q.meta.get("split") in UNSUPERVISED:
-            forms.setdefault(q.meta["form"], []).append(c)
+        if q.form and q.split in UNSUPERVISED:
+            forms.setdefault(q.form, []).append(c)
     return {f: sum(v) / len(v) for f, v in forms.items()}
 
 
@@ -82,7 +82,7 @@ def compounding(results: dict, questions) -> dict:
     against the previous cycle on the unsupervised questions."""
     from selfevolve.questions.arith import reach
 
-    unsup = [i for i, q in enumerate(questions) if q.meta.get("split") in UNSUPERVISED]
+    unsup = [i for i, q in enumerate(questions) if q.split in UNSUPERVISED]
     out = {}
     for name, r in results["variants"].items():
         series = [("base", results["base"])] + [(c, r["cycles"][c]) for c in sorted(r["cycles"], key=lambda c: int(c[1:]))]
@@ -110,8 +110,7 @@ def pairwise_last(results: dict, questions, a: str, b: str, first_rung: str = "4
     if a not in v or b not in v:
         return None
     last = max(v[a]["cycles"], key=lambda c: int(c[1:]))
-    idx = [i for i, q in enumerate(questions) if q.meta.get("split") in UNSUPERVISED and q.meta.get("form")
-           and rung_size(q.meta["form"]) > rung_size(first_rung)]
+    idx = [i for i, q in enumerate(questions) if q.split in UNSUPERVISED and q.form and rung_size(q.form) > rung_size(first_rung)]
     xa, xb = [v[a]["cycles"][last][i] for i in idx], [v[b]["cycles"][last][i] for i in idx]
     p, up, down = mcnemar_exact(xb, xa)
     return {"cycle": last, "n": len(idx), a: sum(xa) / max(1, len(idx)), b: sum(xb) / max(1, len(idx)), "p": p,

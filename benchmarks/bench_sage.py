@@ -64,8 +64,8 @@ def heldout_questions(base: Path, limit: int | None):
 
     splits: dict[str, list] = defaultdict(list)
     for q in read_jsonl(base / "data/cycles/base/heldout.jsonl", Question):
-        if limit is None or len(splits[q.meta.get("split", "all")]) < limit:
-            splits[q.meta.get("split", "all")].append(q)
+        if limit is None or len(splits[q.split or "all"]) < limit:
+            splits[q.split or "all"].append(q)
     return [q for qs in splits.values() for q in qs]
 
 
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> dict:
     questions = heldout_questions(base, args.heldout)
     splits: dict[str, list[int]] = {}
     for i, q in enumerate(questions):
-        splits.setdefault(q.meta.get("split", "all"), []).append(i)
+        splits.setdefault(q.split or "all", []).append(i)
     t0 = time.time()
     results = {"heldout_n": len(questions), "cycles": args.cycles, "splits": splits, "variants": {}}
     results["base"] = evaluate_model(base / "models" / "base", questions, params, out / "eval" / "base.json")

@@ -3,7 +3,7 @@
 The pool of cycle k is the pool of cycle k-1 plus the Challenger questions of cycle k that passed
 the quality gate (Critic score >= alpha and a valid verifier spec), minus near-duplicates. The
 pool of the ``base`` cycle is the seed set. Each question carries difficulty statistics from the
-Solver samples of the cycle in which they were measured (``meta.pass_rate``, ``meta.samples``).
+Solver samples of the cycle in which they were measured (``Question.measured``).
 
 Near-duplicates: word n-gram Jaccard similarity >= ``dedup_threshold`` against any question
 already kept (n-grams need no model).
@@ -55,7 +55,7 @@ def dedup_against(pool: list[Question], new: list[Question], n: int = 3, thresho
 
 def pool_stats(pool: list[Question]) -> dict:
     """Size, size by source and by level, and mean Solver pass rate where measured."""
-    rates = [q.meta["pass_rate"] for q in pool if isinstance(q.meta.get("pass_rate"), (int, float))]
+    rates = [q.measured.pass_rate for q in pool if q.measured is not None]
     return {
         "size": len(pool),
         "by_source": dict(Counter(q.source.split(":")[0] for q in pool)),
@@ -68,15 +68,14 @@ def pool_stats(pool: list[Question]) -> dict:
 
 def frontier_weights(questions: list[Question], band: tuple[float, float], boost: float) -> list[float]:
     """Sampling weight per question: ``boost`` for those on the Solver's frontier (a measured pass
-    rate, ``meta.pass_rate``, inside ``band``), 1 for the rest (unmeasured, always or never solved).
+    rate, ``measured.pass_rate``, inside ``band``), 1 for the rest (unmeasured, always or never solved).
     Drawing reference items and re-solved questions this way keeps the curriculum at the edge of
     what the Solver can do, where its successes teach it something (R-Zero, Huang et al. 2025; Lee
     et al. 2025)."""
     lo, hi = band
     out = []
     for q in questions:
-        rate = q.meta.get("pass_rate")
-        on = isinstance(rate, (int, float)) and not isinstance(rate, bool) and lo <= rate <= hi
+        on = q.measured is not None and lo <= q.measured.pass_rate <= hi
         out.append(boost if on else 1.0)
     return out
 

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Iterator, Literal, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from selfevolve.inputs import MAX_QUESTION_CHARS, InputError
 
@@ -68,6 +68,20 @@ class CodeSpec(_Record):
 VerifierSpec = Annotated[Union[MathSpec, CodeSpec], Field(discriminator="kind")]
 
 
+class PassRate(_Record):
+    """The Solver's measured pass rate on a question: the mean correctness of its ``samples``
+    attempts in cycle ``cycle`` (written by the rewards stage; read by the pool's frontier
+    weighting and the report)."""
+
+    pass_rate: float = Field(ge=0.0, le=1.0)
+    samples: int = Field(ge=1)
+    cycle: str
+
+
+# fields that older records kept in ``Question.meta``; read from there when the field is absent
+_LIFTED_META = ("form", "split", "reference", "answer_agrees")
+
+
 class Question(_Record):
     """A problem with a verifier spec.
 
@@ -75,6 +89,22 @@ class Question(_Record):
     ``level`` is a difficulty level where the generator knows one (1 = easiest);
     ``parent_id`` is the reference item a Challenger question was written from. ``text`` holds at
     most ``MAX_QUESTION_CHARS`` characters (20,000; ``selfevolve.inputs``).
+
+    Fields stages decide on (typed here, never read out of ``meta``):
+
+    * ``form``: the arithmetic form (``"3+2"``: a 3-digit plus a 2-digit number) where known;
+    * ``split``: which part of a held-out or validation set the question belongs to (arith:
+      ``seed`` = retention, ``frontier``, ``beyond``; MBPP rows: their dataset split);
+    * ``reference``: who computed the reference answer of a Challenger question
+      (``environment``: computed from the expression; ``challenger``: the Challenger's own answer,
+      a pseudo-label) and ``answer_agrees``: whether the Challenger's answer matched the
+      environment's;
+    * ``measured``: the Solver's latest pass rate on it (``PassRate``).
+
+    ``meta`` holds everything else (worked solutions, benchmark fields, ``categories``: the names
+    of the fields or ``meta`` keys results are broken down by). Records written before these
+    fields existed (the keys inside ``meta``, ``meta.pass_rate`` / ``samples`` / ``measured_in``)
+    are read into them.
     """
 
     id: str
@@ -85,7 +115,32 @@ class Question(_Record):
     source: str = "seed"
     parent_id: str | None = None
     cycle: int | None = None
+    form: str | None = None
+    split: str | None = None
+    reference: Literal["environment", "challenger"] | None = None
+    answer_agrees: bool | None = None
+    measured: PassRate | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_meta(cls, data: Any) -> Any:
+        """Older records: move the typed fields' keys out of ``meta``."""
+        if not isinstance(data, dict) or not isinstance(data.get("meta"), dict):
+            return data
+        meta = data["meta"]
+        if not any(k in meta for k in (*_LIFTED_META, "pass_rate")):
+            return data
+        data, meta = dict(data), dict(meta)
+        for key in _LIFTED_META:
+            if key in meta:
+                value = meta.pop(key)
+                data.setdefault(key, value)
+        if "pass_rate" in meta:
+            rate, samples, cycle = meta.pop("pass_rate"), meta.pop("samples", 1), meta.pop("measured_in", "")
+            data.setdefault("measured", {"pass_rate": rate, "samples": samples, "cycle": str(cycle)})
+        data["meta"] = meta
+        return data
 
     @field_validator("text")
     @classmethod
@@ -100,12 +155,12 @@ class Question(_Record):
         return self.spec.answer if isinstance(self.spec, MathSpec) else None
 
     def categories(self) -> dict[str, str]:
-        """What results are broken down by: ``level`` (when known) and each key named in
-        ``meta["categories"]`` with a non-empty value (MATH-500 ``subject``, OlympiadBench
+        """What results are broken down by: ``level`` (when known) and each field (``form``,
+        ``split``) or ``meta`` key named in ``meta["categories"]`` with a non-empty value (MATH-500 ``subject``, OlympiadBench
         ``subfield``, ...), as strings."""
         cats: dict[str, str] = {} if self.level is None else {"level": str(self.level)}
         for key in self.meta.get("categories") or []:
-            val = self.meta.get(key)
+            val = getattr(self, key) if key in ("form", "split") else self.meta.get(key)
             if val is not None and str(val).strip():
                 cats[str(key)] = str(val)
         return cats

@@ -17,7 +17,7 @@ def _bench():
 
 
 def _q(i, form, split):
-    return Question(id=f"q{i}", domain="math", text=f"Compute {i}.", spec=MathSpec(answer="1"), meta={"form": form, "split": split})
+    return Question(id=f"q{i}", domain="math", text=f"Compute {i}.", spec=MathSpec(answer="1"), form=form, split=split)
 
 
 def test_compounding_reach_and_tests_against_the_previous_cycle():

@@ -76,7 +76,7 @@ def test_mbpp_splits(bench_dir):
     assert isinstance(q.spec, CodeSpec) and q.spec.entry_point == "remove_Occ"
     assert q.spec.tests and all(t.startswith("assert") for t in q.spec.tests)
     assert "remove_Occ" in q.spec.reference_solution and "assert" in q.text
-    assert q.meta["split"] == "test" and mbpp_split_of(600) == "validation" and mbpp_split_of(1) == "prompt"
+    assert q.split == "test" and mbpp_split_of(600) == "validation" and mbpp_split_of(1) == "prompt"
     setup = [q for q in load_benchmark("mbpp", data_dir=bench_dir, split="all") if q.spec.setup]
     assert setup  # test_setup_code is carried over
     san = load_benchmark("mbpp-sanitized", data_dir=bench_dir, split="all")

@@ -3,7 +3,7 @@
 The campaign tree is fake but written in the exact formats the stages write: metrics dicts with the
 keys of the stage modules (``selfevolve/stages/challenge.py``, ``critic.py``, ``solve.py``,
 ``rewards.py``, ``train.py``, ``evaluate.py``) and of ``selfevolve/mass/search.py``, pools as
-``Question`` JSONL with ``meta.pass_rate`` (``rewards``), MASS ``search.json`` as a real
+``Question`` JSONL with ``measured`` pass rates (``rewards``), MASS ``search.json`` as a real
 ``SearchResult`` dump.
 """
 
@@ -20,7 +20,7 @@ from selfevolve.config import default_params_dict
 from selfevolve.reporting.figures import FIGURES
 from selfevolve.reporting.report import build_report
 from selfevolve.reporting.series import SERIES
-from selfevolve.records import MathSpec, Question, write_json, write_jsonl
+from selfevolve.records import MathSpec, PassRate, Question, write_json, write_jsonl
 
 CYCLES = ["c1", "c2"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -37,11 +37,9 @@ def _write_params(root: Path, campaign: str = "report-test", mass_enabled: bool 
 
 
 def _question(i: int, level: int, source: str, cycle: int | None, pass_rate: float | None, measured_in: str | None) -> Question:
-    meta = {}
-    if pass_rate is not None:
-        meta = {"pass_rate": pass_rate, "samples": 5, "measured_in": measured_in}
+    measured = None if pass_rate is None else PassRate(pass_rate=pass_rate, samples=5, cycle=measured_in)
     return Question(id=f"{source.split(':')[0]}-{i:04d}", domain="math", text=f"Compute {i} + {level * 7}.",
-                    spec=MathSpec(answer=str(i + level * 7)), level=level, source=source, cycle=cycle, meta=meta)
+                    spec=MathSpec(answer=str(i + level * 7)), level=level, source=source, cycle=cycle, measured=measured)
 
 
 def _search_json(cycle_index: int, fitness: list[float]) -> dict:
@@ -90,7 +88,7 @@ def build_fake_campaign(root: Path, mass_enabled: bool = True, frontier: bool = 
     for idx, c in enumerate(CYCLES, 1):
         measured = [q.model_copy(deep=True) for q in pool]
         for q in measured:
-            q.meta.update(pass_rate=round(max(0.0, 1 - 0.2 * q.level + rng.uniform(-0.1, 0.1)), 2), samples=5, measured_in=c)
+            q.measured = PassRate(pass_rate=round(max(0.0, 1 - 0.2 * q.level + rng.uniform(-0.1, 0.1)), 2), samples=5, cycle=c)
         new = [_question(1000 * idx + i, 3 + i % 4, "challenger", idx, round(rng.uniform(0, 0.6), 2), c) for i in range(6 + 4 * idx)]
         pool = measured + new
         write_jsonl(root / f"data/cycles/{c}/pool.jsonl", pool)

@@ -21,18 +21,18 @@ def _question(completion: str):
 
 def test_an_arithmetic_question_takes_its_reference_from_the_environment():
     q = _question("<question>Compute 4821 + 372.</question><answer>5000</answer>")  # the Challenger's answer is wrong
-    assert q.spec.answer == "5193" and q.meta["reference"] == "environment"
-    assert q.meta["challenger_answer"] == "5000" and q.meta["answer_agrees"] is False
-    assert q.meta["form"] == "4+3" and q.level == 4
+    assert q.spec.answer == "5193" and q.reference == "environment"
+    assert q.meta["challenger_answer"] == "5000" and q.answer_agrees is False
+    assert q.form == "4+3" and q.level == 4
     # its answer is only scored: without one the question still stands
     q = _question("<question>Compute 4821 + 372.</question>")
     assert q is not None and q.spec.answer == "5193"
-    assert _question("<question>Compute 12 + 30.</question><answer>42</answer>").meta["answer_agrees"] is True
+    assert _question("<question>Compute 12 + 30.</question><answer>42</answer>").answer_agrees is True
 
 
 def test_a_word_problem_takes_the_challengers_answer_as_a_pseudo_label():
     q = _question("<question>Tom has 3 apples and buys 4. How many now?</question><answer>7</answer>")
-    assert q.spec.answer == "7" and q.meta["reference"] == "challenger"
+    assert q.spec.answer == "7" and q.reference == "challenger"
     assert _question("<question>Tom has 3 apples. How many?</question>") is None  # nothing to check against
     assert _question("no tags") is None
 
@@ -91,7 +91,7 @@ def test_validation_questions_are_balanced_over_the_splits(tmp_path):
     params = Params()
     params.rl.eval_questions = 20
     picked = validation_questions(StageContext(params, "c1", tmp_path))
-    assert [q.meta["split"] for q in picked].count("seed") == 15 and [q.meta["split"] for q in picked].count("frontier") == 5
+    assert [q.split for q in picked].count("seed") == 15 and [q.split for q in picked].count("frontier") == 5
     params.rl.eval_questions = 100
     assert len(validation_questions(StageContext(params, "c1", tmp_path))) == 40
 
@@ -109,7 +109,7 @@ def test_the_validator_hands_checkpoint_selection_each_questions_form(tmp_path):
     write_jsonl(tmp_path / "data/cycles/base/val.jsonl", qs)
     ctx = StageContext(Params(), "c1", tmp_path)
     forms = validator(ctx, "train_rl").forms
-    assert forms == tuple(q.meta["form"] for q in validation_questions(ctx)) and forms[-4:] == ("4+3",) * 4
+    assert forms == tuple(q.form for q in validation_questions(ctx)) and forms[-4:] == ("4+3",) * 4
 
 
 def test_a_trace_follows_a_question_through_the_four_roles_and_the_verifier():

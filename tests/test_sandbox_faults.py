@@ -133,4 +133,4 @@ def test_rewards_give_an_infrastructure_error_no_reward_and_no_pass_rate(tmp_pat
     rewards(ctx)
     solver = [r for r in read_jsonl(P.rollouts, Rollout) if r.role == "solver"]
     assert [r.id for r in solver] == ["a0"]
-    assert read_jsonl(P.pool, Question)[0].meta["pass_rate"] == 1.0
+    assert read_jsonl(P.pool, Question)[0].measured.pass_rate == 1.0

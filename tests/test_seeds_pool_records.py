@@ -46,8 +46,8 @@ def test_arith_ladder_forms_levels_and_frontier():
     assert frontier == ["4+3", "3+4", "4+4"] and not set(frontier) & set(seed)
     for q in arith.generate(60, seed=2, forms=frontier, split="frontier"):
         nums, ops = arith.parse_expression(q.text)
-        assert arith.form_of(nums, ops) == q.meta["form"] in frontier and q.level == 4
-        assert q.meta["split"] == "frontier" and q.categories()["split"] == "frontier"
+        assert arith.form_of(nums, ops) == q.form in frontier and q.level == 4
+        assert q.split == "frontier" and q.categories()["split"] == "frontier"
         assert q.meta["worked"].endswith(f"={q.spec.answer}") and str(sum(nums)) == q.spec.answer
 
 
@@ -85,17 +85,17 @@ def test_arith_seed_splits_are_disjoint(tmp_path):
     from collections import Counter
 
     n = p.seeds.heldout_size
-    assert Counter(q.meta["split"] for q in held) == {"seed": n, "frontier": n, "beyond": n}
-    frontier = {q.meta["form"] for q in held if q.meta["split"] == "frontier"}
-    assert frontier == {"4+3", "3+4", "4+4"} and not frontier & {q.meta["form"] for q in pool}
-    beyond = {q.meta["form"] for q in held if q.meta["split"] == "beyond"}
+    assert Counter(q.split for q in held) == {"seed": n, "frontier": n, "beyond": n}
+    frontier = {q.form for q in held if q.split == "frontier"}
+    assert frontier == {"4+3", "3+4", "4+4"} and not frontier & {q.form for q in pool}
+    beyond = {q.form for q in held if q.split == "beyond"}
     assert beyond == {"5+3", "3+5", "5+4", "4+5", "5+5", "6+3", "3+6", "6+4", "4+6", "6+5", "5+6", "6+6"}
-    assert not beyond & {q.meta["form"] for q in pool}
+    assert not beyond & {q.form for q in pool}
     # the rungs beyond are drawn last: the seed and frontier questions are those of a ladder without them
     p.seeds.arith.reach_levels = []
     _, val0, held0 = load_seed_set(p, tmp_path)
-    assert [q.text for q in held0] == [q.text for q in held if q.meta["split"] != "beyond"]
-    assert [q.text for q in val0] == [q.text for q in val if q.meta["split"] != "beyond"]
+    assert [q.text for q in held0] == [q.text for q in held if q.split != "beyond"]
+    assert [q.text for q in val0] == [q.text for q in val if q.split != "beyond"]
 
 
 def test_arith_validation_sees_every_seed_form_even_a_small_one(tmp_path):
@@ -111,9 +111,9 @@ def test_arith_validation_sees_every_seed_form_even_a_small_one(tmp_path):
     for seed in (0, 1):
         p = load_params(root / "params.yaml", overlays=[root / "configs" / "smollm2-arith.yaml"], overrides={"seed": seed})
         _, val, held = load_seed_set(p, tmp_path)
-        forms = Counter(q.meta["form"] for q in val if q.meta["split"] == "seed")
+        forms = Counter(q.form for q in val if q.split == "seed")
         assert set(forms) == {"1+1", "1+2", "2+1"} and min(forms.values()) >= 12, forms
-        assert Counter(q.meta["form"] for q in held)["1+1"] >= 30
+        assert Counter(q.form for q in held)["1+1"] >= 30
 
 def test_reach_is_the_longest_sum_answered_often_enough():
     from selfevolve.questions.arith import reach, rung_size
@@ -191,3 +191,24 @@ def test_seed_file_set_and_malformed_seed_file(tmp_path):
     with pytest.raises(RecordFileError) as exc:
         load_seed_set(p, tmp_path)
     assert exc.value.line == 5 and "domain" in str(exc.value)
+
+
+def test_question_fields_stages_decide_on_are_typed_and_old_records_still_read(tmp_path):
+    """form, split, reference, answer_agrees and the measured pass rate are fields; a record
+    written when they lived in ``meta`` reads into them (and out of ``meta``)."""
+    old = {"id": "q1", "domain": "math", "text": "Compute 12 + 30.", "spec": {"kind": "math", "answer": "42"},
+           "meta": {"form": "2+2", "split": "frontier", "reference": "environment", "answer_agrees": True,
+                    "pass_rate": 0.25, "samples": 4, "measured_in": "c1", "expression": "12 + 30", "categories": ["form", "split"]}}
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (q,) = read_jsonl(path, Question)
+    assert (q.form, q.split, q.reference, q.answer_agrees) == ("2+2", "frontier", "environment", True)
+    assert q.measured is not None and (q.measured.pass_rate, q.measured.samples, q.measured.cycle) == (0.25, 4, "c1")
+    assert q.meta == {"expression": "12 + 30", "categories": ["form", "split"]}
+    assert q.categories() == {"form": "2+2", "split": "frontier"}
+    write_jsonl(path, [q])
+    assert read_jsonl(path, Question) == [q] and "pass_rate" not in json.loads(path.read_text())["meta"]
+    new = arith.generate(3, seed=1, forms=["3+2"], split="frontier")
+    assert all(x.form == "3+2" and x.split == "frontier" and "form" not in x.meta for x in new)
+    with pytest.raises(ValueError):
+        Question(id="q", domain="math", text="t", spec=MathSpec(answer="1"), reference="the model")

@@ -57,7 +57,7 @@ def test_questions_take_their_reference_from_the_environment(project):
     rows = _rows(project / "data/cycles/c1/challenge.jsonl")
     questions = [r["question"] for r in rows if r.get("question")]
     assert len(questions) >= len(rows) // 2, "most Challenger completions give a question on the real model"
-    arithmetic = [q for q in questions if q["meta"].get("reference") == "environment"]
+    arithmetic = [q for q in questions if q.get("reference") == "environment"]
     assert arithmetic, "the Challenger writes sums"
     for q in arithmetic:
         nums, ops = arith.parse_expression(q["text"])

@@ -221,18 +221,17 @@ def scratchpad(nums: list[int], ops: list[str]) -> str:
 
 
 def make_question(rng: random.Random, form: str, qid: str, split: str | None = None) -> Question:
-    """One question of ``form`` (e.g. ``"4+2"``), ids ``qid``; ``split`` (``seed``/``frontier``)
-    goes into ``meta`` and the categories results are broken down by."""
+    """One question of ``form`` (e.g. ``"4+2"``), ids ``qid``; ``form`` and ``split``
+    (``seed``/``frontier``/``beyond``) are the question's fields and the categories results are
+    broken down by."""
     op, digits = parse_form(form)
     nums = [operand(rng, d) for d in digits]
     ops = [op] * (len(nums) - 1)
     expr = expression_text(nums, ops)
-    meta = {"expression": expr, "nums": nums, "ops": ops, "worked": scratchpad(nums, ops), "form": form,
+    meta = {"expression": expr, "nums": nums, "ops": ops, "worked": scratchpad(nums, ops),
             "categories": ["form"] + (["split"] if split else [])}
-    if split:
-        meta["split"] = split
     return Question(id=qid, domain="math", text=f"Compute {expr}.", spec=MathSpec(answer=str(evaluate(nums, ops))),
-                    level=level(digits), source="seed:arith", meta=meta)
+                    level=level(digits), source="seed:arith", form=form, split=split, meta=meta)
 
 
 def generate(n: int, seed: int = 0, forms: Sequence[str] | None = None, prefix: str = "arith", split: str | None = None,

@@ -194,9 +194,10 @@ def mbpp_row(source: str, text_key: str) -> Callable[[dict, int, int, Any], Ques
             entry_point=mbpp_entry_point(code, tests), tests=[str(t) for t in tests], setup=setup,
             reference_solution=code or None,
         )
-        meta = {"split": mbpp_split_of(int(tid)), "problem": problem}
+        meta = {"problem": problem}
         if row.get("challenge_test_list"):
             meta["challenge_test_list"] = row["challenge_test_list"]
-        return Question(id=str(tid), domain="code", text=mbpp_text(problem, spec.tests), spec=spec, source=f"benchmark:{source}", meta=meta)
+        return Question(id=str(tid), domain="code", text=mbpp_text(problem, spec.tests), spec=spec, source=f"benchmark:{source}",
+                        split=mbpp_split_of(int(tid)), meta=meta)
 
     return conv

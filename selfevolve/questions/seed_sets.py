@@ -24,7 +24,7 @@ def load_seed_set(params: Params, root: str | Path = ".") -> tuple[list[Question
     """(seed pool, validation, held-out) for ``params.seeds.set``; texts never repeat across the three.
 
     * ``arith``: generated from the ladder (``seeds.arith``): the pool holds seed forms only; validation
-      and held-out hold ``val_size`` / ``heldout_size`` questions of the seed forms (``meta.split``
+      and held-out hold ``val_size`` / ``heldout_size`` questions of the seed forms (``split``
       ``seed``: retention), as many of the frontier forms (``frontier``: never supervised) and as
       many of the rungs beyond it (``beyond``: ``seeds.arith.reach_levels``, never supervised).
     * ``tiny-code``: generated small Python functions with assert tests.

@@ -220,7 +220,7 @@ def _plot_pool_pass_rate(ax, data: CampaignData, series: dict) -> None:
     title = FIGURES["pool_pass_rate"][1]
     rows = series["pool_pass_rates"]
     if not rows:
-        _no_data(ax, title, "no pool question has a measured Solver pass rate\n(meta.pass_rate, written by the rewards stage)")
+        _no_data(ax, title, "no pool question has a measured Solver pass rate\n(Question.measured, written by the rewards stage)")
         return
     by_cycle = {c: [r["pass_rate"] for r in rows if r["cycle"] == c] for c in data.cycles}
     xs = [i for i, c in enumerate(data.cycles) if by_cycle[c]]

@@ -69,7 +69,7 @@ def compute_series(data: CampaignData) -> dict[str, list[dict]]:
             out["benchmarks"].append({"cycle": c, "step": step[c], **{k: data.metric(c, "evaluate", k) for k in keys}})
 
     # held-out accuracy per form (the arith ladder's forms; frontier forms marked)
-    split_of = {q.meta.get("form"): q.meta.get("split") for q in data.heldout_questions}
+    split_of = {q.form: q.split for q in data.heldout_questions}
     for c in data.cycles:
         for key, value in data.metrics.get(c, {}).get("evaluate", {}).items():
             if key.startswith("heldout_accuracy_form_") and isinstance(value, (int, float)):
@@ -83,7 +83,7 @@ def compute_series(data: CampaignData) -> dict[str, list[dict]]:
     for c in data.cycles:
         if c in data.pools:
             qs = data.pools[c]
-            rates = [q.meta["pass_rate"] for q in qs if isinstance(q.meta.get("pass_rate"), (int, float))]
+            rates = [q.measured.pass_rate for q in qs if q.measured is not None]
             by_source = Counter(_source_kind(q) for q in qs)
             by_level = Counter(q.level for q in qs)
             row = {"cycle": c, "step": step[c], "pool_size": len(qs), **{f"{s}_questions": by_source.get(s, 0) for s in sources},
@@ -96,9 +96,9 @@ def compute_series(data: CampaignData) -> dict[str, list[dict]]:
                     out["pool_levels"].append({"cycle": c, "step": step[c], "level": "unknown" if lv is None else lv,
                                                "count": by_level[lv], "fraction": _round(by_level[lv] / total)})
             for q in qs:
-                if isinstance(q.meta.get("pass_rate"), (int, float)):
+                if q.measured is not None:
                     out["pool_pass_rates"].append({"cycle": c, "step": step[c], "question_id": q.id, "level": q.level,
-                                                   "source": _source_kind(q), "pass_rate": _round(float(q.meta["pass_rate"]))})
+                                                   "source": _source_kind(q), "pass_rate": _round(q.measured.pass_rate)})
         elif data.metric(c, "rewards", "pool_size") is not None:
             out["pool"].append({"cycle": c, "step": step[c], "pool_size": int(data.metric(c, "rewards", "pool_size")),
                                 "challenger_questions": data.metric(c, "rewards", "pool_challenger_questions"),

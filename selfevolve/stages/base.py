@@ -61,8 +61,8 @@ def _probe_splits(ctx: StageContext) -> dict[str, list[Question]]:
 
     splits: dict[str, list[Question]] = defaultdict(list)
     for q in read_jsonl(ctx.base.val, Question):
-        if len(splits[q.meta.get("split", "all")]) < ctx.params.bootstrap.probe_questions:
-            splits[q.meta.get("split", "all")].append(q)
+        if len(splits[q.split or "all"]) < ctx.params.bootstrap.probe_questions:
+            splits[q.split or "all"].append(q)
     return splits
 
 

@@ -45,9 +45,9 @@ def challenger_question(out: parsers.ChallengerOutput, qid: str, parent: Questio
 
     The reference comes from the environment wherever it can be computed: a question that is an
     integer-arithmetic expression gets the expression's exact value as its answer
-    (``meta.reference = "environment"``; the Challenger's own answer is kept in
+    (``reference = "environment"``; the Challenger's own answer is kept in
     ``meta.challenger_answer`` and only scored). Other math questions take the Challenger's answer as
-    a pseudo-label (``meta.reference = "challenger"``) that counts only if the Solver's majority
+    a pseudo-label (``reference = "challenger"``) that counts only if the Solver's majority
     agrees with it (the ``rewards`` stage). Code questions carry the Challenger's tests and reference
     solution, which spec validation runs against each other."""
     if not out.question:
@@ -58,17 +58,17 @@ def challenger_question(out: parsers.ChallengerOutput, qid: str, parent: Questio
         if not out.ok:
             return None
         spec = CodeSpec(tests=out.tests, reference_solution=out.reference_solution, entry_point=_entry_point(out.reference_solution))
-        return Question(spec=spec, meta={"reference": "challenger"}, **common)
+        return Question(spec=spec, reference="challenger", **common)
     expr = arith.parse_expression(out.question)
     if expr is not None:
         nums, ops = expr
         value = arith.evaluate(nums, ops)
-        meta = {"reference": "environment", "challenger_answer": out.answer, "answer_agrees": _same_number(out.answer, value),
-                "form": arith.form_of(nums, ops), "expression": arith.expression_text(nums, ops), "categories": ["form"]}
-        return Question(spec=MathSpec(answer=str(value)), level=arith.level_of(nums, ops), meta=meta, **common)
+        meta = {"challenger_answer": out.answer, "expression": arith.expression_text(nums, ops), "categories": ["form"]}
+        return Question(spec=MathSpec(answer=str(value)), level=arith.level_of(nums, ops), form=arith.form_of(nums, ops),
+                        reference="environment", answer_agrees=_same_number(out.answer, value), meta=meta, **common)
     if not out.ok:
         return None
-    return Question(spec=MathSpec(answer=out.answer or ""), meta={"reference": "challenger"}, **common)
+    return Question(spec=MathSpec(answer=out.answer or ""), reference="challenger", **common)
 
 
 #: Token budget of a forced Challenger part, in units of ``sampling.force_answer_tokens``.
@@ -132,7 +132,7 @@ def challenge(ctx: StageContext) -> dict:
         rollouts[i].spec_valid, rollouts[i].spec_reason = chk.valid, chk.reason
     write_jsonl(ctx.paths.challenge, rollouts)
     n = len(rollouts)
-    env = [q for _, q in questions if q.meta.get("reference") == "environment"]
+    env = [q for _, q in questions if q.reference == "environment"]
     levels = [q.level for _, q in questions if q.level is not None]
     return {
         "challenger_rollouts": n,
@@ -141,6 +141,6 @@ def challenge(ctx: StageContext) -> dict:
         "challenger_spec_valid_rate": sum(r.spec_valid for r in rollouts) / n,
         "challenger_format_reward": fmean(r.format_reward for r in rollouts),
         "challenger_environment_reference_rate": len(env) / n,
-        "challenger_answer_agreement": fmean(bool(q.meta.get("answer_agrees")) for q in env) if env else 0.0,
+        "challenger_answer_agreement": fmean(bool(q.answer_agrees) for q in env) if env else 0.0,
         "challenger_mean_level": fmean(levels) if levels else 0.0,
     }

@@ -98,8 +98,8 @@ def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:
 
     params = ctx.params
     champions = {d: WorkflowDesign.model_validate(obj) for d, obj in json.loads(ctx.paths.mass_champions.read_text()).items()}
-    moving = [q for q in heldout if q.meta.get("split") not in (None, "seed")]
-    rest = [q for q in heldout if q.meta.get("split") in (None, "seed")]
+    moving = [q for q in heldout if q.split not in (None, "seed")]
+    rest = [q for q in heldout if q.split in (None, "seed")]
     questions = (moving + rest)[: params.evaluation.mass_questions]
     rows, metrics = champion_vs_single_agent(backend, champions, questions, params.mass,
                                              verify_fn(params.verifiers), max_model_len=params.model.max_model_len,

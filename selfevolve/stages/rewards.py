@@ -16,7 +16,8 @@ from statistics import fmean, pstdev
 
 from selfevolve import rewards as R
 from selfevolve.pool import dedup_against, pool_stats
-from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, Rollout, Verdict, read_jsonl, write_jsonl
+from selfevolve.records import (Attempt, ChallengerRollout, CriticScore, PassRate, Plan, Question, Rollout, Verdict, read_jsonl,
+                                write_jsonl)
 from selfevolve.stages.context import StageContext
 from selfevolve.tracking import TRACE_ITEMS, Span
 
@@ -30,21 +31,21 @@ def spec_holds(ch: ChallengerRollout, solver_correct: list[float]) -> bool:
     al. 2025, majority-vote pseudo-labels)."""
     if ch.question is None or not ch.spec_valid:
         return False
-    if ch.question.domain == "math" and ch.question.meta.get("reference") == "challenger":
+    if ch.question.domain == "math" and ch.question.reference == "challenger":
         return bool(solver_correct) and fmean(solver_correct) > 0.5
     return True
 
 
 def spec_is_right(ch: ChallengerRollout) -> bool:
     """Whether the verifier spec the Challenger wrote is right where the environment can tell: the
-    answer it stated for a question the environment computed (``meta.reference = "environment"``)
+    answer it stated for a question the environment computed (``reference = "environment"``)
     is that value. The question itself stands on the environment's reference either way (it may
     join the pool), but a Challenger rollout that states a wrong sum earns no ``r_c`` and so is never
     imitated (on SmolLM2-135M nearly every stated sum was wrong, and imitating them taught its Solver
     to answer "<answer>N</answer>" without working: docs/measurements.md)."""
-    if ch.question is None or ch.question.meta.get("reference") != "environment":
+    if ch.question is None or ch.question.reference != "environment":
         return True
-    return bool(ch.question.meta.get("answer_agrees"))
+    return bool(ch.question.answer_agrees)
 
 
 def rewards(ctx: StageContext) -> dict:
@@ -99,12 +100,12 @@ def rewards(ctx: StageContext) -> dict:
     by_id = {q.id: q for q in pool}
     for qid, cs in correct.items():
         if qid in by_id:
-            by_id[qid].meta.update(pass_rate=fmean(cs), samples=len(cs), measured_in=cycle)
+            by_id[qid].measured = PassRate(pass_rate=fmean(cs), samples=len(cs), cycle=cycle)
     gated = [ch.question for ch in challenges if ch.question and q_scores.get(ch.question.id) and q_scores[ch.question.id].passed
              and valid[ch.question.id]]
     for q in gated:
         if q.id in correct:
-            q.meta.update(pass_rate=fmean(correct[q.id]), samples=len(correct[q.id]), measured_in=cycle)
+            q.measured = PassRate(pass_rate=fmean(correct[q.id]), samples=len(correct[q.id]), cycle=cycle)
     kept, dups = dedup_against(pool, gated, n=sage.dedup_ngram, threshold=sage.dedup_threshold)
     new_pool = pool + kept
     write_jsonl(P.pool, new_pool)
@@ -177,6 +178,6 @@ def sage_traces(solve_set: list[Question], challenges: list[ChallengerRollout], 
             spans.append(solver)
         roots.append(Span(f"question {q.id}", "CHAIN", inputs={"question": q.text},
                           outputs={"pass_rate": fmean(correct[q.id]) if correct.get(q.id) else None, "in_pool": q.id in pooled},
-                          attributes={"domain": q.domain, "level": q.level, "source": q.source, "reference": q.meta.get("reference")},
+                          attributes={"domain": q.domain, "level": q.level, "source": q.source, "reference": q.reference},
                           children=spans))
     return roots

@@ -101,21 +101,21 @@ def datasets(ctx: StageContext) -> dict:
 
 def validation_questions(ctx: StageContext) -> list[Question]:
     """``rl.eval_questions`` validation questions (the same at every check), taken from the head of
-    each validation split (``meta.split``: seed levels and frontier) in proportion to its size."""
+    each validation split (``Question.split``: seed levels and frontier) in proportion to its size."""
     qs = read_jsonl(ctx.base.val, Question)
     n = ctx.params.rl.eval_questions
     if len(qs) <= n:
         return qs
     splits: dict[str, list[Question]] = defaultdict(list)
     for q in qs:
-        splits[str(q.meta.get("split"))].append(q)
+        splits[str(q.split)].append(q)
     return [q for group in splits.values() for q in group[: round(n * len(group) / len(qs))]]
 
 
 def validator(ctx: StageContext, purpose: str):
     """A ``Validation``: greedy Solver correctness of an in-memory model being trained on
     :func:`validation_questions` (``validate(model, tokenizer) -> [0/1]``), with each question's
-    form (``meta.form``), from which checkpoint selection tells the forms the starting model masters
+    ``form``, from which checkpoint selection tells the forms the starting model masters
     (retention) from those being moved. The model answers in ``model.dtype``, as the stages will run
     it once saved (``backends.hf.in_dtype``)."""
     from selfevolve.backends.hf import HFBackend, in_dtype
@@ -127,7 +127,7 @@ def validator(ctx: StageContext, purpose: str):
         backend = HFBackend.from_pretrained_objects(in_dtype(model, ctx.params.model.dtype), tokenizer)
         return correctness(backend, questions, ctx.params, seed=seed)
 
-    return Validation(validate, tuple(q.meta.get("form") for q in questions))
+    return Validation(validate, tuple(q.form for q in questions))
 
 
 def _numbers(summary: dict) -> dict:
@@ -184,7 +184,7 @@ def train_sft(ctx: StageContext) -> dict:
         from selfevolve.training.rl import progress_kept, retention_flags, split_accuracy
 
         questions, seed = validation_questions(ctx), ctx.seed("train_sft")
-        forms = [q.meta.get("form") for q in questions]
+        forms = [q.form for q in questions]
 
         def outcome(model_dir) -> list[int]:
             with ctx.backend(model_dir) as backend:
