@@ -434,7 +434,7 @@ class HFBackend(Backend):
 
         ids = first[:n]
         out = self.model(input_ids=torch.tensor([ids], dtype=torch.long, device=device), use_cache=True)
-        cache = getattr(out, "past_key_values", None)
+        cache = out["cache"] if "cache" in out else getattr(out, "past_key_values", None)  # ``cache`` since transformers 5
         if not isinstance(cache, Cache):
             logger.debug("model returned no transformers Cache; prompts are not prefix-cached")
             return [], None
