@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from selfevolve.verifiers.sandbox import CodeJob, SandboxPool, _parse_frames
+from selfevolve.verifiers.sandbox import CodeJob, SandboxPool, _parse_frames, shutdown_default_pool
 from selfevolve.verifiers.sandbox_zygote import wall_backstop_s
 
 ADV_DIR = Path(__file__).parent / "adversarial"
@@ -136,7 +136,10 @@ class Listener:
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     """The host-side world the programs attack, plus the pools (started after the secret is set,
-    so a leak through the environment would show)."""
+    so a leak through the environment would show). The process-wide default pool, which an earlier
+    test of the session may have left warm (grading MBPP or HumanEval through ``run_tests_batch``),
+    is stopped first: its zygotes would count as strays (``pytest -m slow`` failed 69 cases so)."""
+    shutdown_default_pool()
     old = os.environ.get(SECRET_NAME)
     os.environ[SECRET_NAME] = SECRET_VALUE
     canary_dir = tmp_path_factory.mktemp("canary")
