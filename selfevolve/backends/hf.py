@@ -364,7 +364,8 @@ class HFBackend(Backend):
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed)
                 shared, prefix = self._shared_prefix([prompts[ci] for ci in sorted({ci for ci, _ in rows})], device)
-                stats.cached_prefix_tokens = len(shared)
+                stats.cached_prefix_tokens = head = len(shared)  # [shared prefix][left padding][rest of the prompt]
+                shared_t = torch.tensor(shared, dtype=torch.long)
                 bar = self._progress(len(batches))
                 for batch in batches:
                     tb = time.time()
@@ -372,8 +373,7 @@ class HFBackend(Backend):
                     new = max(limits[i] for i in batch)
                     ids_t = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
                     mask_t = torch.zeros((len(batch), width), dtype=torch.long)
-                    head = len(shared)  # [shared prefix][left padding][rest of the prompt]
-                    ids_t[:, :head] = torch.tensor(shared, dtype=torch.long)
+                    ids_t[:, :head] = shared_t
                     mask_t[:, :head] = 1
                     for r, i in enumerate(batch):
                         rest = prompts[rows[i][0]][head:]
@@ -425,8 +425,6 @@ class HFBackend(Backend):
         first, n = prompts[0], min(len(p) for p in prompts) - 1
         for p in prompts[1:]:
             n = next((j for j in range(n) if p[j] != first[j]), n)
-            if n < _MIN_PREFIX:
-                return [], None
         if n < _MIN_PREFIX:
             return [], None
         import torch
