@@ -12,7 +12,8 @@ import signal
 from prefect import flow, get_run_logger
 
 from flows.cycle import cycle
-from tasks import stages
+from tasks import campaign as campaign_tasks
+from tasks.repro import ROOT
 from tasks.dispatch import run_stages
 
 
@@ -23,14 +24,14 @@ def run_name() -> str:
     from selfevolve.config import load_params
 
     p = flow_run.parameters or {}
-    params = load_params(f"{p.get('root', stages.ROOT)}/params.yaml")
+    params = load_params(f"{p.get('root', ROOT)}/params.yaml")
     names = params.cycle_names()
     n = len(names) if p.get("cycles") is None else int(p["cycles"])
     return f"{params.campaign}: base..{names[n - 1]}" if n >= 1 else params.campaign
 
 
 @flow(name="campaign", log_prints=True, flow_run_name=run_name)
-def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_lock: bool = True) -> dict:
+def campaign(cycles: int | None = None, root: str = str(ROOT), commit_lock: bool = True) -> dict:
     """Run the first ``cycles`` cycles of params.yaml (default: all of them), each as a ``cycle``
     subflow (``base`` first) when the stages run here (``placement.dispatch: local``), as one graph
     of stage tasks when they run on work pools; then the report. With ``commit_lock``, commit
@@ -51,9 +52,9 @@ def campaign(cycles: int | None = None, root: str = str(stages.ROOT), commit_loc
             cycle(name, root=root)
     else:  # stages of a cycle overlap with the next cycle's on the workers: one graph
         run_stages(stage_runs(params, names[:cycles]), params, root)
-    stages.report(root=root)
+    campaign_tasks.report(root=root)
     if commit_lock:
-        stages.commit_lock(f"campaign: dvc.lock after {', '.join(['base', *names[:cycles]])}", root=root)
+        campaign_tasks.commit_lock(f"campaign: dvc.lock after {', '.join(['base', *names[:cycles]])}", root=root)
     summary = campaign_summary(root, names[:cycles])
     get_run_logger().info("campaign finished:\n%s", summary["table"])
     publish_summary(params.campaign, root, summary["rows"])
@@ -84,7 +85,7 @@ def _interrupt(signum, frame):
 
 def handle_stop_signals() -> None:
     """SIGTERM (e.g. `kill` of `make run`) and SIGINT unwind like Ctrl-C, so the running stage's
-    process group is stopped (tasks.stages.run_logged) instead of being left behind as an orphan.
+    process group is stopped (tasks.repro.run_logged) instead of being left behind as an orphan.
     SIGINT is set explicitly because a process started in the background by a non-interactive
     shell inherits it ignored."""
     signal.signal(signal.SIGTERM, _interrupt)

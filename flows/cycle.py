@@ -8,12 +8,12 @@ from prefect import flow
 from selfevolve.config import Params
 from selfevolve.stages.placement import StageRun
 
-from tasks import stages
+from tasks.repro import ROOT
 from tasks.dispatch import run_stages
 
 
 @flow(name="cycle", log_prints=True, flow_run_name="cycle {name}")
-def cycle(name: str, root: str = str(stages.ROOT)) -> str:
+def cycle(name: str, root: str = str(ROOT)) -> str:
     """Run cycle ``name``: ``base`` (the seed set, warm start and its evaluation) or a key of
     params.yaml ``cycles`` (the stages of ``selfevolve.stages.registry.CYCLE_STAGES``, challenge ->
     ... -> evaluate, a sharded stage as its shards and merge). The cycle it starts from must be

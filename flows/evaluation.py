@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks import stages
+from tasks import campaign as campaign_tasks
+from tasks.repro import ROOT
 from tasks.dispatch import run_stages
 
 
 @flow(name="evaluation", log_prints=True)
-def evaluation(cycles: list[str] | None = None, root: str = str(stages.ROOT)) -> list[str]:
+def evaluation(cycles: list[str] | None = None, root: str = str(ROOT)) -> list[str]:
     """Evaluate the base model and each cycle in ``cycles`` (all of params.yaml when None); their
     models must exist (run the cycles first)."""
     from selfevolve.config import load_params
@@ -19,5 +20,5 @@ def evaluation(cycles: list[str] | None = None, root: str = str(stages.ROOT)) ->
     names = cycles or params.cycle_names()
     runs = [r for r in stage_runs(params, names) if r.stage.name in ("evaluate_base", "evaluate")]
     run_stages(runs, params, root)
-    stages.report(root=root)
+    campaign_tasks.report(root=root)
     return names

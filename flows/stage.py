@@ -8,18 +8,18 @@ import os
 
 from prefect import flow, get_run_logger
 
-from tasks.stages import ROOT
+from tasks.repro import ROOT
 
 
 @flow(name="stage", log_prints=True)  # the run is named by the dispatcher: <stage id>#<attempt>
 def stage(stage_id: str, commit: str, lock: str = "", deps: list[str] | None = None, tracking_uri: str | None = None):
     """Reproduce ``stage_id`` at ``commit`` with the flow's ``lock`` (dvc.lock text), pulling ``deps``
     from the DVC remote and pushing the outputs and run-cache back. The run ends ``Completed`` when
-    the worker recomputed the stage, ``Cached`` when DVC restored it (``tasks.stages.outcome``); its
+    the worker recomputed the stage, ``Cached`` when DVC restored it (``tasks.repro.outcome``); its
     result is ``tasks.worker.run_stage``'s dict. Raises
-    ``selfevolve.services.ServiceUnreachable`` naming the DVC remote or tracking server it cannot
+    ``selfevolve.orchestration.services.ServiceUnreachable`` naming the DVC remote or tracking server it cannot
     reach, ``tasks.worker.WorkerError`` for a commit it cannot find, ``RuntimeError`` when a DVC step fails."""
-    from tasks.stages import outcome
+    from tasks.repro import outcome
     from tasks.worker import run_stage
 
     root = os.environ.get("SELFEVOLVE_ROOT", str(ROOT))

@@ -21,7 +21,7 @@ DEFAULTS: dict[str, str] = {
     # busy cores it took longer and the campaign failed before its first stage.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     # Flow runs send a heartbeat every 30 s (Prefect's default is 180 s), so the zombie-detection
-    # automation (selfevolve.services) marks the run of a worker that died Crashed within 90 s.
+    # automation (selfevolve.orchestration.services) marks the run of a worker that died Crashed within 90 s.
     "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",
 }
 

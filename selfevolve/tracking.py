@@ -129,15 +129,12 @@ def lineage_tags(root: str | Path = ".") -> dict[str, str]:
     repository), ``selfevolve.dvc_lock_sha256`` (of ``<root>/dvc.lock``) and
     ``selfevolve.prefect_flow_run`` (``$SELFEVOLVE_FLOW_RUN_ID``); each only when known."""
     import hashlib
-    import subprocess
+
+    from selfevolve.orchestration.git import head_commit
 
     tags = {}
-    try:
-        r = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
-        if r.returncode == 0 and r.stdout.strip():
-            tags[TAG_GIT] = r.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
+    if commit := head_commit(root):
+        tags[TAG_GIT] = commit
     lock = Path(root) / "dvc.lock"
     if lock.is_file():
         tags[TAG_LOCK] = hashlib.sha256(lock.read_bytes()).hexdigest()

@@ -1,7 +1,7 @@
 """Running a campaign's stages (``selfevolve.stages.placement.stage_runs``) where ``placement`` says.
 
 - ``dispatch: local`` (default): each stage is reproduced in the flow's own checkout, one after
-  another, in DAG order (``tasks.stages.stage``): one machine, today's behaviour.
+  another, in DAG order (``tasks.repro.stage``): one machine, today's behaviour.
 - ``dispatch: pools``: each stage is sent to the deployment ``stage/<pool>`` of its work pool
   (``run_deployment``) as soon as the stages it depends on are done, so independent branches (a
   cycle's evaluation and the next cycle's first stages, the shards of a stage) run at the same time
@@ -28,8 +28,9 @@ from prefect import get_run_logger, task
 from prefect.deployments import run_deployment
 
 from selfevolve.config import Params
+from selfevolve.orchestration.git import GitError, changed_tracked_files, git
 from selfevolve.stages.placement import RESTORE_ONLY_ENV, StageRun, check_resources, pool_of, shard_counts
-from tasks.stages import ROOT, outcome, reproduce, stage
+from tasks.repro import ROOT, outcome, reproduce, stage
 
 #: DVC locks the repository while it works: the flow's own restores run one at a time.
 _REPO_LOCK = threading.Lock()
@@ -51,17 +52,15 @@ def check_dvc_yaml(root: str | Path, params: Params) -> None:
 def workspace_commit(root: str | Path) -> str:
     """The commit the workers check out: ``HEAD`` of ``root``. Raises ``ValueError`` when a tracked
     file other than ``dvc.lock`` has uncommitted changes (the workers would run other code or params)."""
-    def git(*args: str) -> str:
-        r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ValueError(f"dispatch to work pools needs the project in git ({root}): {r.stderr.strip()}")
-        return r.stdout
-
-    dirty = [ln[3:] for ln in git("status", "--porcelain", "--untracked-files=no").splitlines() if ln[3:] != "dvc.lock"]
+    try:
+        dirty = [f for f in changed_tracked_files(root) if f != "dvc.lock"]
+        commit = git(root, "rev-parse", "HEAD").stdout.strip()
+    except GitError as exc:
+        raise ValueError(f"dispatch to work pools needs the project in git ({root}): {exc}") from exc
     if dirty:
         raise ValueError(f"uncommitted changes in {', '.join(dirty[:5])}: workers run the committed code and params; "
                          "commit them and push where the workers clone from")
-    return git("rev-parse", "HEAD").strip()
+    return commit
 
 
 def up_to_date(root: str | Path, stage_id: str) -> bool:
@@ -82,7 +81,7 @@ def remote_stage(stage_id: str, pool: str, deps: list[str], commit: str, root: s
                  tracking_uri: str | None):
     """Run ``stage_id`` on a worker of ``pool`` and restore its result here (module docstring). The
     run ends ``Cached`` when the stage was up to date here or the worker did not recompute it, else
-    ``Completed`` (``tasks.stages.outcome``); its result is ``stage_id``."""
+    ``Completed`` (``tasks.repro.outcome``); its result is ``stage_id``."""
     logger = get_run_logger()
     if up_to_date(root, stage_id):
         logger.info("%s is up to date here: not sent", stage_id)
@@ -116,7 +115,7 @@ def run_stages(runs: list[StageRun], params: Params, root: str | Path = ROOT) ->
     check_resources(params)
     check_dvc_yaml(root, params)
     if params.placement.dispatch == "local":
-        # the task ends Completed or Cached (tasks.stages.outcome); its result is the stage id
+        # the task ends Completed or Cached (tasks.repro.outcome); its result is the stage id
         return [stage(r.id, root=root, return_state=True).result() for r in runs]
     commit = workspace_commit(root)
     uri = os.environ.get("MLFLOW_TRACKING_URI")

@@ -24,8 +24,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from selfevolve.services import check_dvc_remote, check_tracking_server
-from tasks.stages import reproduce, run_logged
+from selfevolve.orchestration.git import GitError, git
+from selfevolve.orchestration.services import check_dvc_remote, check_tracking_server
+from tasks.repro import reproduce, run_logged
 
 
 class WorkerError(RuntimeError):
@@ -33,10 +34,10 @@ class WorkerError(RuntimeError):
 
 
 def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise WorkerError(f"git {' '.join(args)} failed in {root}: {r.stderr.strip()[-800:]}")
-    return r
+    try:
+        return git(root, *args, check=check)
+    except GitError as exc:
+        raise WorkerError(str(exc)) from exc
 
 
 def checkout(root: Path, commit: str, lock: str) -> None:

@@ -14,7 +14,7 @@ from typing import Callable
 
 import yaml
 
-from selfevolve import services
+from selfevolve.orchestration import services
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -20,7 +20,7 @@ FLOORS: list[tuple[str, ...]] = [
      "selfevolve.stats", "selfevolve.prompting", "selfevolve.headline"),
     # 1: the domain: roles, rewards, questions, model backends, verifiers, tracking, local services
     ("selfevolve.roles", "selfevolve.rewards", "selfevolve.pool", "selfevolve.questions", "selfevolve.backends",
-     "selfevolve.verifiers", "selfevolve.tracking", "selfevolve.model_registry", "selfevolve.services"),
+     "selfevolve.verifiers", "selfevolve.tracking", "selfevolve.model_registry", "selfevolve.orchestration"),
     # 2: engines built on the domain
     ("selfevolve.evaluation", "selfevolve.training", "selfevolve.mass", "selfevolve.embedded"),
     # 3: stages (read and write the campaign's files) and reports over those files
@@ -125,6 +125,36 @@ def test_no_import_cycles():
         if v not in index:
             visit(v)
     assert not cycles, f"import cycles: {cycles}"
+
+
+#: Where the package may run git, DVC or Prefect (imports or command lines); flows/, tasks/ and the
+#: benchmarks are orchestration themselves.
+ORCHESTRATION = "selfevolve.orchestration"
+_TOOLS = {"git", "dvc", "prefect"}
+
+
+def _tool_uses(path: Path) -> list[str]:
+    """Where a file imports the dvc or prefect packages (or GitPython), or builds a command line that
+    runs git, ``python -m dvc`` or the prefect CLI: ``["git", ...]``, ``[..., "-m", "dvc", ...]``,
+    ``[BIN / "prefect", ...]``."""
+    uses = []
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([a.name for a in n.names] if isinstance(n, ast.Import)
+                 else [n.module] if isinstance(n, ast.ImportFrom) and n.module and n.level == 0 else [])
+        uses += [f"line {n.lineno}: imports {m}" for m in names if m.split(".")[0] in _TOOLS]
+        if isinstance(n, ast.List) and n.elts:
+            words = [e.value if isinstance(e, ast.Constant) else
+                     e.right.value if isinstance(e, ast.BinOp) and isinstance(e.right, ast.Constant) else None for e in n.elts]
+            if words[0] in _TOOLS or any(a == "-m" and b in _TOOLS for a, b in zip(words, words[1:])):
+                uses.append(f"line {n.lineno}: runs {' '.join(str(w) for w in words[:4] if w)}")
+    return uses
+
+
+def test_git_dvc_and_prefect_are_called_only_from_the_orchestration_package():
+    bad = [f"{m}: {u}" for m, p in MODULES.items() if m.startswith("selfevolve") and not m.startswith(ORCHESTRATION)
+           for u in _tool_uses(p)]
+    assert not bad, "\n".join(bad)
+    assert _tool_uses(MODULES[f"{ORCHESTRATION}.git"]) and _tool_uses(MODULES[f"{ORCHESTRATION}.services"])  # the scan sees them
 
 
 def test_files_stay_small():

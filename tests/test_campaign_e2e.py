@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from helpers import BIN, dvc, make_project
-from selfevolve import services, tracking
+from selfevolve import tracking
+from selfevolve.orchestration import services
 from selfevolve.stages.registry import BASE_STAGES, CYCLE_STAGES
 
 pytestmark = pytest.mark.slow

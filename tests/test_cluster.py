@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from helpers import BIN, dvc, make_project, wait_for
-from selfevolve import services
+from selfevolve.orchestration import services
 
 pytestmark = pytest.mark.slow
 ZOMBIE_AFTER_S = 60

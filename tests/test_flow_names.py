@@ -52,16 +52,17 @@ def test_campaign_runs_a_subflow_per_cycle_with_stage_tasks_cached_or_completed(
     import flows.campaign
     import selfevolve.reporting.summary
     import tasks.dispatch
-    import tasks.stages
+    import tasks.campaign
+    import tasks.repro
     from selfevolve.config import load_params
     from selfevolve.stages.placement import stage_runs
 
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     params = load_params(tmp_path / "params.yaml")
     first = params.cycle_names()[0]
-    monkeypatch.setattr(tasks.stages, "reproduce", lambda stage_id, root: stage_id != "seeds")
+    monkeypatch.setattr(tasks.repro, "reproduce", lambda stage_id, root: stage_id != "seeds")
     monkeypatch.setattr(tasks.dispatch, "check_dvc_yaml", lambda root, params: None)
-    monkeypatch.setattr(tasks.stages, "report", task(name="report", task_run_name="report")(lambda root: "report.md"))
+    monkeypatch.setattr(tasks.campaign, "report", task(name="report", task_run_name="report")(lambda root: "report.md"))
     monkeypatch.setattr(selfevolve.reporting.summary, "campaign_summary", lambda root, names: {"table": "", "rows": []})
     monkeypatch.setattr(flows.campaign, "publish_summary", lambda *a: None)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from selfevolve import services
+from selfevolve.orchestration import services
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent("""
     import signal, sys
     from prefect import flow
     from flows.campaign import handle_stop_signals
-    from tasks.stages import run_logged
+    from tasks.repro import run_logged
 
     @flow(name="signal-test")
     def stage_like(marker: str) -> None:

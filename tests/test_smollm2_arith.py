@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from helpers import BIN, dvc, make_project, smollm2_gguf
-from selfevolve import services
+from selfevolve.orchestration import services
 from selfevolve.questions import arith
 from selfevolve.roles import parsers
 from selfevolve.verifiers.math import grade_math

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import tasks.stages
+import tasks.repro
 from selfevolve.stages.placement import RAN_MARKER_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,23 +34,23 @@ def dvc_project(tmp_path, monkeypatch):
     (tmp_path / "in.txt").write_text("1")
     stage = {"cmd": f"{sys.executable} make.py", "deps": ["make.py", "in.txt"], "outs": ["out.txt"]}
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"make": stage}}))
-    monkeypatch.setattr(tasks.stages, "get_run_logger", lambda: logging.getLogger("test"))  # no flow run here
+    monkeypatch.setattr(tasks.repro, "get_run_logger", lambda: logging.getLogger("test"))  # no flow run here
     monkeypatch.setenv("HOME", str(tmp_path))
     return tmp_path
 
 
 def test_reproduce_says_whether_dvc_ran_the_stage_command(dvc_project):
     out = dvc_project / "out.txt"
-    assert tasks.stages.reproduce("make", dvc_project) is True and out.read_text() == "11"
-    assert tasks.stages.reproduce("make", dvc_project) is False  # unchanged: skipped
+    assert tasks.repro.reproduce("make", dvc_project) is True and out.read_text() == "11"
+    assert tasks.repro.reproduce("make", dvc_project) is False  # unchanged: skipped
     out.unlink()
-    assert tasks.stages.reproduce("make", dvc_project) is False and out.read_text() == "11"  # from the run cache
+    assert tasks.repro.reproduce("make", dvc_project) is False and out.read_text() == "11"  # from the run cache
     (dvc_project / "in.txt").write_text("2")
-    assert tasks.stages.reproduce("make", dvc_project) is True and out.read_text() == "22"
+    assert tasks.repro.reproduce("make", dvc_project) is True and out.read_text() == "22"
 
 
 def test_outcome_states():
-    ran, cached = tasks.stages.outcome("solve@c1", True, "x"), tasks.stages.outcome("solve@c1", False, "x")
+    ran, cached = tasks.repro.outcome("solve@c1", True, "x"), tasks.repro.outcome("solve@c1", False, "x")
     assert ran.is_completed() and cached.is_completed()
     assert (ran.name, cached.name) == ("Completed", "Cached")
     assert "recomputed" in ran.message and "not recomputed" in cached.message

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from selfevolve import services
+from selfevolve.orchestration import services
 from selfevolve.config import Params
 
 ROOT = Path(__file__).resolve().parents[1]

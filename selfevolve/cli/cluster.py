@@ -21,7 +21,7 @@ def deploy(
     'gpu' and 'head', every deployment of prefect.yaml (among them stage/cpu and stage/gpu, to which
     the campaign sends stages, and campaign/cluster), and the automation that marks a flow run
     Crashed when its worker machine stops sending heartbeats. Idempotent."""
-    from selfevolve import services
+    from selfevolve.orchestration import services
 
     setup_logging()
     if not os.environ.get("PREFECT_API_URL"):
@@ -46,7 +46,7 @@ def worker(
     it, push the outputs and run-cache, log to the MLflow server. Checks first that PREFECT_API_URL,
     MLFLOW_TRACKING_URI and the DVC remote are reachable from here, and exits 2 naming the one that
     is not. Runs until stopped (Ctrl-C)."""
-    from selfevolve import services
+    from selfevolve.orchestration import services
     from selfevolve.runtime_env import DEFAULTS
 
     setup_logging()

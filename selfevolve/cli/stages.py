@@ -29,7 +29,7 @@ def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay:
     if restoring:  # set by the campaign flow while it restores a worker's result (tasks/dispatch.py)
         fail(f"stage {restoring} was about to be recomputed while restoring a worker's result: its run-cache entry is "
              "not on the DVC remote (did the worker push it? do the flow and the worker share the default remote?)")
-    if marker := os.environ.get(RAN_MARKER_ENV):  # the flow learns that DVC ran this command (tasks/stages.py)
+    if marker := os.environ.get(RAN_MARKER_ENV):  # the flow learns that DVC ran this command (tasks/repro.py)
         Path(marker).write_text(stage.name + (f"@{cycle}" if cycle else ""), encoding="utf-8")
     if stage.per_cycle:
         if not cycle:
@@ -98,7 +98,7 @@ def stack(
     import logging
     import signal
 
-    from selfevolve import services
+    from selfevolve.orchestration import services
 
     setup_logging()
     log = logging.getLogger("selfevolve")
@@ -163,7 +163,7 @@ def ui(
     import logging
     import signal
 
-    from selfevolve import services
+    from selfevolve.orchestration import services
     from selfevolve.tracking import campaign_urls
 
     setup_logging()
@@ -195,7 +195,7 @@ def screenshots(
     stops them after. Needs Debian's chromium and chromium-driver."""
     import httpx
 
-    from selfevolve import services
+    from selfevolve.orchestration import services
     from selfevolve.reporting.screenshots import BrowserUnavailable, browser_paths, campaign_pages, capture
 
     setup_logging()

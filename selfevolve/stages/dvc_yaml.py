@@ -35,7 +35,7 @@ PACKAGE = "selfevolve"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Modules that run around a stage but cannot change its outputs.
 PLUMBING = ("selfevolve.stages.runner", "selfevolve.stages.registry", "selfevolve.stages.dvc_yaml", "selfevolve.stages.placement", "selfevolve.tracking",
-            "selfevolve.cli", "selfevolve.services")
+            "selfevolve.cli", "selfevolve.orchestration")
 _RENDER_RE = re.compile(r"""prompting\.render\(\s*f?["']([\w-]+)/""")
 _SIBLING_RE = re.compile(r"""["']([\w]+\.py)["']""")
 

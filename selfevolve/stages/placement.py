@@ -29,7 +29,7 @@ from selfevolve.stages.shards import Shard, all_parts, shard_name
 RESTORE_ONLY_ENV = "SELFEVOLVE_RESTORE_ONLY"
 #: Set by the flow around ``dvc repro`` to a file path: a stage command that finds it writes its
 #: stage's name there before computing, so the flow tells a stage DVC recomputed from one it
-#: skipped (unchanged) or restored from its run cache (``tasks.stages.reproduce``).
+#: skipped (unchanged) or restored from its run cache (``tasks.repro.reproduce``).
 RAN_MARKER_ENV = "SELFEVOLVE_RAN_MARKER"
 
 

@@ -8,7 +8,7 @@ is visible to readers and type checkers), whether it runs per cycle, the files i
 
 Everything else derives from this list: the ``selfevolve <stage>`` commands, ``dvc.yaml``
 (``selfevolve.stages.dvc_yaml``, with each stage's code dependencies found from its imports), the
-Prefect tasks (``tasks/stages.py``) and the cycle flow, and the SAGE benchmark's runs.
+Prefect tasks (``tasks/repro.py``) and the cycle flow, and the SAGE benchmark's runs.
 
 ``resource`` is the stage's resource class: ``gpu`` for the stages that generate with or train the
 model (placed on the GPU work pool when the backend needs a GPU), ``cpu`` for grading, rewards,

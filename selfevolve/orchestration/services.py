@@ -6,7 +6,6 @@ and by the integration tests (which start their own on free ports).
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from selfevolve.orchestration.processes import stop_group
 
 BIN = Path(sys.executable).parent
 #: A stage flow run that sends no heartbeat for this long is marked Crashed (and resubmitted):
@@ -102,21 +103,8 @@ def wait_http(url: str, timeout_s: float = 90.0, proc: subprocess.Popen | None =
 
 
 def stop(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
-    """SIGTERM the process group of ``proc``, then SIGKILL after ``timeout_s``."""
-    if proc is None or proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(5)
+    """SIGTERM the process group of ``proc``, then SIGKILL after ``timeout_s`` (``processes.stop_group``)."""
+    stop_group(proc, timeout_s)
 
 
 @dataclass
@@ -194,7 +182,7 @@ def deploy(stack: Stack | None, root: Path, pools: tuple[str, ...] = POOLS, zomb
     r = subprocess.run([str(BIN / "prefect"), "--no-prompt", "deploy", "--all"], env=env, cwd=root, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"prefect deploy failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    r = subprocess.run([sys.executable, "-c", f"from selfevolve.services import create_zombie_automation as c; c({zombie_after_s})"],
+    r = subprocess.run([sys.executable, "-c", f"from selfevolve.orchestration.services import create_zombie_automation as c; c({zombie_after_s})"],
                        env=env, cwd=root, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"creating the zombie-detection automation failed:\n{r.stderr[-3000:]}")

@@ -1,7 +1,8 @@
 """The Prefect task that runs a stage here: it reproduces the DVC stage with ``dvc repro
 --single-item``, so a run through Prefect leaves ``dvc.lock`` and the outputs exactly as ``dvc
 repro`` would, and a stage whose inputs did not change is skipped by DVC. Transient failures are
-retried. (``tasks.dispatch`` sends stages to workers instead when ``placement.dispatch: pools``.)
+retried. (``tasks.dispatch`` sends stages to workers instead when ``placement.dispatch: pools``;
+``tasks.campaign`` holds the campaign's closing tasks.)
 
 A stage that DVC recomputed ends ``Completed``; one whose command DVC did not run (unchanged, or
 its outputs restored from DVC's run cache) ends in the ``Cached`` state (type COMPLETED, as
@@ -15,7 +16,6 @@ the next run resumes from what DVC recorded.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,22 +24,10 @@ from typing import Any
 
 from prefect import get_run_logger, task
 
+from selfevolve.orchestration.processes import stop_group
+
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _stop_group(proc: subprocess.Popen, timeout_s: float = 20.0) -> None:
-    """SIGTERM the process group of ``proc``, SIGKILL it after ``timeout_s``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def run_logged(args: list[str], root: str | Path, what: str, env: dict | None = None) -> None:
@@ -68,7 +56,7 @@ def run_logged(args: list[str], root: str | Path, what: str, env: dict | None = 
             tail = (tail + [line])[-30:]
         code = proc.wait()
     except BaseException:
-        _stop_group(proc)
+        stop_group(proc, 20.0)
         raise
     if code != 0:
         raise RuntimeError(f"{what} failed (exit {code}):\n" + "\n".join(tail))
@@ -104,34 +92,3 @@ def stage(stage_id: str, root: str = str(ROOT)):
     """Reproduce one DVC stage (``seeds``, ``solve@c1``, ``solve_shard_0@c1``) in ``root``; the run
     ends ``Completed`` or ``Cached`` (``outcome``), its result is ``stage_id``."""
     return outcome(stage_id, reproduce(stage_id, root), stage_id)
-
-
-@task(name="report", retries=1, retry_delay_seconds=5, task_run_name="report")
-def report(root: str = str(ROOT)) -> str:
-    """``selfevolve report``: plots and markdown for the campaign so far (reports/), logged to MLflow."""
-    run_logged([str(Path(sys.executable).parent / "selfevolve"), "report", "--root", root], root, "report")
-    return f"{root}/reports/report.md"
-
-
-@task(name="commit dvc.lock", task_run_name="commit dvc.lock")
-def commit_lock(message: str, root: str = str(ROOT)) -> bool:
-    """Commit ``dvc.lock`` (only that file) to the git repository at ``root`` when it changed, so the
-    record of what the campaign made travels with the code; a commit that cannot be made (no git
-    repository, no identity) is logged and skipped. Returns whether a commit was made."""
-    logger = get_run_logger()
-    git = ["git", "-C", str(root)]
-    if subprocess.run([*git, "rev-parse", "--is-inside-work-tree"], capture_output=True).returncode != 0:
-        logger.info("%s is not a git repository: dvc.lock not committed", root)
-        return False
-    subprocess.run([*git, "add", "dvc.lock"], capture_output=True)
-    if subprocess.run([*git, "diff", "--cached", "--quiet", "--", "dvc.lock"]).returncode == 0:
-        return False
-    identity = [] if subprocess.run([*git, "config", "user.email"], capture_output=True).stdout.strip() else \
-        ["-c", "user.name=selfevolve", "-c", "user.email=selfevolve@localhost"]
-    r = subprocess.run(["git", "-C", str(root), *identity, "commit", "-q", "-m", message, "--", "dvc.lock"], capture_output=True, text=True)
-    if r.returncode != 0:
-        logger.warning("could not commit dvc.lock: %s", r.stderr.strip()[-500:])
-        return False
-    logger.info("committed dvc.lock: %s", message)
-    return True
-
