@@ -1,19 +1,12 @@
 """The compounding benchmark's statistics on synthetic outcomes: reach per cycle, McNemar against
 the previous cycle on the unsupervised questions only, MASS on vs off beyond the first rung."""
 
-import importlib.util
-from pathlib import Path
-
+import benchmarks.bench_compound as bench_compound
 from selfevolve.records import MathSpec, Question
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_compound", ROOT / "benchmarks" / "bench_compound.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_compound
 
 
 def _q(i, form, split):

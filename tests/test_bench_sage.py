@@ -1,14 +1,8 @@
 """The SAGE benchmark script's pure parts: --set overrides (schema-validated) and the result table."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-
-_spec = importlib.util.spec_from_file_location("bench_sage", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sage.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+import benchmarks.bench_sage as bench
 
 
 def test_overrides_are_applied_and_validated():

@@ -4,19 +4,13 @@ wall-clock timings."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+import benchmarks.bench_determinism as bench
 from selfevolve.config import Params
 from selfevolve.stages.registry import get
 from selfevolve.stages.runner import execute
 
-_spec = importlib.util.spec_from_file_location("bench_determinism",
-                                               Path(__file__).resolve().parents[1] / "benchmarks" / "bench_determinism.py")
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
 
 STAGES = [("seeds", None), ("bootstrap", None), ("evaluate_base", None), ("challenge", "c1"), ("critic_questions", "c1"),
           ("plan", "c1"), ("critic_plans", "c1"), ("solve", "c1"), ("verify", "c1"), ("rewards", "c1")]
