@@ -178,6 +178,37 @@ def test_openai_client_completions(server, local_hf):
 
 
 @pytest.mark.slow
+def test_lm_evaluation_harness_scores_a_model_through_selfevolve_serve(server, local_hf, tmp_path):
+    """Issue 26: an evaluation harness against a served model. EleutherAI's lm-evaluation-harness
+    (``lm_eval run --model local-completions``, offline) runs a generate_until task from a local
+    JSONL file through ``/v1/completions``: every response it records is the model's own greedy
+    completion of the task's prompt (cut at the task's stop string), and its exact_match counts the
+    one document whose target is that completion."""
+    prompts = [f"Question: What is {a} + {b}?\nAnswer:" for a, b in [(12, 7), (3, 4), (25, 30), (8, 9)]]
+    want = [c[0].text for c in local_hf.complete(prompts, SamplingConfig(max_new_tokens=8, temperature=0.0, stop=["\n"]))]
+    docs = [{"question": p.removeprefix("Question: ").removesuffix("\nAnswer:"), "answer": want[0] if i == 0 else f"#{i}"}
+            for i, p in enumerate(prompts)]
+    (tmp_path / "arith.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "served_arith.yaml").write_text(json.dumps({  # YAML is a superset of JSON
+        "task": "served_arith", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(tmp_path / "arith.jsonl")}},
+        "test_split": "test", "output_type": "generate_until", "doc_to_text": "Question: {{question}}\nAnswer:",
+        "doc_to_target": "{{answer}}", "generation_kwargs": {"until": ["\n"], "max_gen_toks": 8, "do_sample": False, "temperature": 0},
+        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True}]}), encoding="utf-8")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    r = subprocess.run([sys.executable, "-m", "lm_eval", "run", "--model", "local-completions", "--model_args",
+                        f"base_url={server}/v1/completions,model=tiny,tokenizer_backend=none,num_concurrent=1,max_retries=1",
+                        "--tasks", "served_arith", "--include_path", str(tmp_path / "tasks"), "--output_path", str(tmp_path / "out"),
+                        "--log_samples"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    samples = [json.loads(line) for f in (tmp_path / "out").rglob("samples_served_arith_*.jsonl") for line in f.read_text().splitlines()]
+    assert [s["arguments"]["gen_args_0"]["arg_0"] for s in sorted(samples, key=lambda s: s["doc_id"])] == prompts
+    assert [s["resps"][0][0] for s in sorted(samples, key=lambda s: s["doc_id"])] == want
+    results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]["served_arith"]
+    assert results["exact_match,none"] == pytest.approx(1 / len(prompts))
+
+
+@pytest.mark.slow
 def test_openai_backend_against_selfevolve_serve_matches_hf(server, local_hf):
     from selfevolve.embedded.transcripts import arith_transcripts
 
