@@ -34,7 +34,9 @@ log = logging.getLogger(__name__)
 
 TAG_CYCLE, TAG_STAGE, TAG_KIND = "selfevolve.cycle", "selfevolve.stage", "selfevolve.kind"
 TAG_PID, TAG_HOST = "selfevolve.pid", "selfevolve.host"
-#: MLflow's experiment-type tag: ``custom_model_development`` makes its UI show runs, metrics and charts.
+#: MLflow's experiment-type tag: ``custom_model_development`` (runs, metrics and charts). MLflow 3.17's UI ignores it
+#: when its workflow-based navigation is on and opens the view chosen per browser (GenAI unless switched to
+#: Model training), so the links ``campaign_urls`` makes carry ``workflowType=machine_learning``.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 #: Metrics shown first when comparing the cycles (``selfevolve ui`` puts them in the runs table):
 #: the headline metrics under their readable names (``selfevolve.model_registry`` logs them).
@@ -158,7 +160,7 @@ def experiment_id(client, name: str, root: str | Path) -> str:
     artifacts = None
     if client.tracking_uri == _local_store(root):
         artifacts = (Path(root).resolve() / "mlflow" / "artifacts").as_uri()
-    # a model-development experiment: the UI opens it on its runs (the cycles), not on the GenAI overview
+    # a model-development experiment (see EXPERIMENT_KIND for what the UI makes of it)
     return client.create_experiment(name, artifact_location=artifacts, tags={EXPERIMENT_KIND: "custom_model_development"})
 
 
