@@ -64,18 +64,16 @@ def campaign(cycles: int | None = None, root: str = str(ROOT), commit_lock: bool
 def publish_summary(campaign: str, root: str, rows: list[dict]) -> None:
     """The campaign's headline table as the flow run's markdown artifact (key ``<campaign>-summary``),
     with where to look next: the report and the MLflow cycles view (``selfevolve ui``)."""
-    import re
-
     from prefect.artifacts import create_markdown_artifact
 
+    from selfevolve.orchestration.services import summary_artifact_key
     from selfevolve.reporting.summary import markdown
 
     links = {"report": f"{root}/reports/report.md",
              "the cycles in MLflow": "`selfevolve ui` (or `make ui`) prints the link to the cycles view; "
                                      f"registered model `{campaign}`, alias `champion`",
              "DVC": "`dvc metrics show reports/headline`, `dvc plots show`"}
-    key = re.sub(r"[^a-z0-9-]+", "-", f"{campaign}-summary".lower())
-    create_markdown_artifact(markdown=f"# Campaign {campaign}\n\n" + markdown(rows, links), key=key,
+    create_markdown_artifact(markdown=f"# Campaign {campaign}\n\n" + markdown(rows, links), key=summary_artifact_key(campaign),
                              description=f"headline metrics per cycle of campaign {campaign}")
 
 

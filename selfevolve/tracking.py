@@ -348,7 +348,9 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
     * ``compare``: the cycle runs side by side (every metric and parameter per cycle);
     * ``report``: the report run's charts, one series per metric over the cycles;
     * ``trace``: a question's round through the roles (the first trace of the last cycle that traced
-      one, ``StageRun.log_traces``), opened in the experiment's Traces tab.
+      one, ``StageRun.log_traces``), opened in the experiment's Traces tab;
+    * ``model``: the registered model of the campaign's cycles (one version per cycle, an alias per
+      cycle and ``champion``; ``selfevolve.model_registry``).
 
     Keys whose runs do not exist yet are left out. Raises ``KeyError`` when the campaign has no
     experiment in the tracking store."""
@@ -382,4 +384,6 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
                                   order_by=["timestamp_ms DESC"], max_results=1)
     if traces:
         out["trace"] = f"{ui}/experiments/{eid}/traces?{urlencode({'selectedEvaluationId': traces[0].info.trace_id})}"
+    if client.search_registered_models(filter_string=f"name = '{campaign}'"):
+        out["model"] = f"{ui}/models/{quote(campaign, safe='')}"
     return out

@@ -166,22 +166,21 @@ def test_kill_mid_stage_then_rerun_completes_without_duplicates(campaign):
 def test_the_uis_show_the_campaign(campaign, tmp_path):
     """MLflow and Prefect as a user meets them, in a real headless Chromium: the cycle runs (model
     training view, not the GenAI overview), the cycles side by side with their headline metrics,
-    the report's charts, and the campaign's flow run in Prefect. Screenshots go to
+    the report's charts, a question's trace, the registered model's versions with their aliases, and
+    the campaign's flow run and its summary artifact in Prefect. Screenshots go to
     $SELFEVOLVE_SCREENSHOTS when set (`make screenshots` uses the default campaign instead)."""
-    import httpx
-
     from selfevolve.reporting.screenshots import BrowserUnavailable, browser_paths, campaign_pages, capture
 
     try:
         browser_paths()
     except BrowserUnavailable as exc:
         pytest.skip(str(exc))
-    runs = httpx.post(f"{campaign['api']}/flow_runs/filter", json={"flows": {"name": {"any_": ["campaign"]}}}, timeout=30).json()
-    assert runs, "the campaign's flow run is not in the Prefect server"
+    found = services.campaign_records(campaign["api"], "e2e")
+    assert found["flow_run"] and found["summary"], f"the campaign's flow run or summary artifact is not in the Prefect server: {found}"
     out = Path(os.environ.get("SELFEVOLVE_SCREENSHOTS") or tmp_path)
-    pages = capture(campaign_pages(campaign["mlflow"], "e2e", campaign["api"].removesuffix("/api"), runs[0]["id"]), out)
+    pages = capture(campaign_pages(campaign["mlflow"], "e2e", campaign["api"].removesuffix("/api"), found["flow_run"], found["summary"]), out)
     assert {p.name for p in pages} == {"ui_mlflow_cycles", "ui_mlflow_compare", "ui_mlflow_report", "ui_mlflow_trace",
-                                       "ui_prefect_flow_run"}
+                                       "ui_mlflow_model", "ui_prefect_flow_run", "ui_prefect_summary"}
     for p in pages:
         assert all(p.found.values()), (p.name, p.found)
         assert (out / f"{p.name}.png").stat().st_size > 20_000, p.name

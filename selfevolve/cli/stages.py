@@ -190,11 +190,10 @@ def screenshots(
     out: Path = typer.Option(Path("docs/figures"), "--out", "-o", help="folder for the PNG files"),
 ) -> None:
     """Screenshot the campaign in the MLflow UI (the cycle runs, the cycles side by side, the report's
-    charts) and the Prefect UI (the campaign's flow run), in headless Chromium, checking that each page
+    charts, a trace, the registered model) and the Prefect UI (the campaign's flow run and its summary
+    artifact), in headless Chromium, checking that each page
     shows what it must. Starts both servers on free ports of 127.0.0.1 over the project's stores and
     stops them after. Needs Debian's chromium and chromium-driver."""
-    import httpx
-
     from selfevolve.orchestration import services
     from selfevolve.reporting.screenshots import BrowserUnavailable, browser_paths, campaign_pages, capture
 
@@ -208,9 +207,8 @@ def screenshots(
     with services.Stack() as st:
         mlflow_url = services.start_mlflow(st, root)
         api = services.start_prefect(st, root)
-        runs = httpx.post(f"{api}/flow_runs/filter", json={"flows": {"name": {"any_": ["campaign"]}}, "sort": "START_TIME_DESC"},
-                          timeout=30).json()
-        pages = capture(campaign_pages(mlflow_url, params.campaign, api.removesuffix("/api"), runs[0]["id"] if runs else None),
+        found = services.campaign_records(api, params.campaign)
+        pages = capture(campaign_pages(mlflow_url, params.campaign, api.removesuffix("/api"), found["flow_run"], found["summary"]),
                         root / out)
     for p in pages:
         missing = [s for s, ok in p.found.items() if not ok]

@@ -6,6 +6,7 @@ and by the integration tests (which start their own on free ports).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -68,6 +69,25 @@ def check_tracking_server(uri: str | None) -> str:
     if not ok:
         raise ServiceUnreachable(f"{host}: the MLflow tracking server {uri} is not healthy (/health)")
     return uri
+
+
+def summary_artifact_key(campaign: str) -> str:
+    """The key of the campaign flow's summary artifact in Prefect: ``<campaign>-summary`` in the
+    lowercase letters, digits and dashes Prefect allows."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"{campaign}-summary".lower())
+
+
+def campaign_records(api_url: str, campaign: str) -> dict[str, str | None]:
+    """What the Prefect server at ``api_url`` (``http://host:port/api``) holds of a campaign: the id of
+    its newest ``campaign`` flow run (``flow_run``) and of its newest summary artifact (``summary``),
+    None where there is none. Raises ``httpx.HTTPError`` when the server does not answer."""
+    runs = httpx.post(f"{api_url}/flow_runs/filter", json={"flows": {"name": {"any_": ["campaign"]}}, "sort": "START_TIME_DESC",
+                                                          "limit": 1}, timeout=30)
+    arts = httpx.post(f"{api_url}/artifacts/filter", json={"artifacts": {"key": {"any_": [summary_artifact_key(campaign)]}},
+                                                          "sort": "CREATED_DESC", "limit": 1}, timeout=30)
+    runs.raise_for_status()
+    arts.raise_for_status()
+    return {"flow_run": runs.json()[0]["id"] if runs.json() else None, "summary": arts.json()[0]["id"] if arts.json() else None}
 
 
 def free_port() -> int:

@@ -1,8 +1,9 @@
 """The campaign as people meet it in the UIs, checked in a real headless browser and saved as PNG.
 
 ``campaign_pages(mlflow_url, campaign, prefect_url=None)`` names the pages (MLflow: the cycle runs,
-the cycles side by side, the report's charts over the cycles, a question's trace through the roles;
-Prefect: the campaign's flow-run graph) with the text each must show; ``capture(pages, out_dir)`` opens each in Chromium (headless,
+the cycles side by side, the report's charts over the cycles, a question's trace through the roles,
+the registered model with a version and an alias per cycle; Prefect: the campaign's flow-run graph and
+its summary artifact) with the text each must show; ``capture(pages, out_dir)`` opens each in Chromium (headless,
 driven by Selenium with Debian's ``chromium`` and ``chromium-driver``), waits until the page's DOM
 holds that text, saves a screenshot and returns what it found. ``selfevolve screenshots`` runs both
 against a finished campaign; the end-to-end test runs them against its own.
@@ -63,9 +64,12 @@ def browser_paths() -> tuple[str, str]:
     return chromium, driver
 
 
-def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = None, flow_run_id: str | None = None) -> list[Page]:
+def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = None, flow_run_id: str | None = None,
+                   summary_id: str | None = None) -> list[Page]:
     """The pages that show a campaign (see the module docstring). ``prefect_url`` is the Prefect UI
-    (``http://host:port``), ``flow_run_id`` the campaign's flow run."""
+    (``http://host:port``), ``flow_run_id`` the campaign's flow run and ``summary_id`` its summary
+    artifact (``orchestration.services.campaign_records`` finds both)."""
+    from selfevolve.model_registry import CHAMPION
     from selfevolve.tracking import campaign_urls
 
     links = campaign_urls(mlflow_url, campaign)
@@ -80,9 +84,15 @@ def campaign_pages(mlflow_url: str, campaign: str, prefect_url: str | None = Non
     if "trace" in links:
         pages.append(Page("ui_mlflow_trace", links["trace"], ["question", "planner", "solver (sample 0)", "verifier"],
                           MLFLOW_TIDY))
+    if "model" in links:
+        pages.append(Page("ui_mlflow_model", links["model"], ["Registered Models", campaign, "Version 1", "@ base",
+                                                             f"@ {CHAMPION}"], MLFLOW_TIDY))
     if prefect_url and flow_run_id:
         pages.append(Page("ui_prefect_flow_run", f"{prefect_url.rstrip('/')}/runs/flow-run/{flow_run_id}",
                           ["campaign", "Completed"]))
+    if prefect_url and summary_id:
+        pages.append(Page("ui_prefect_summary", f"{prefect_url.rstrip('/')}/artifacts/artifact/{summary_id}",
+                          [f"Campaign {campaign}", "frontier", "Flow Run"]))
     return pages
 
 
