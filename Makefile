@@ -69,7 +69,7 @@ summary: install  ## per-cycle summary table of the campaign
 	$(BIN)/selfevolve summary
 
 bench: install  ## performance benchmarks (print ratios)
-	for b in bench_sandbox bench_math_grading bench_generation_throughput; do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
+	for b in bench_sandbox bench_math_grading bench_generation_throughput bench_training_throughput; do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
 	$(BIN)/python benchmarks/bench_mass.py $$(test -f models/base/config.json && echo --model models/base || echo --tiny)
 
 bench-sage: install  ## SAGE vs ablations over 3 cycles on 1,200 held-out questions (~30 min; needs models/base from `make run`)

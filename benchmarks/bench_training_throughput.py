@@ -1,0 +1,227 @@
+"""Training throughput of the embedded model: where a warm-start step's time goes, against the
+machine's matmul peak and against a plain TRL ``SFTTrainer`` on the same data.
+
+The warm start (``selfevolve.embedded.warm_start.run_bootstrap``) trains the 0.97 M-parameter Llama
+of ``params.yaml`` ``bootstrap`` on role transcripts with ``selfevolve.training.loop.fit``: each step
+draws ``bootstrap.batch_size`` transcripts, tokenises them through the chat template
+(``training.rl.build_batch``), pads them to the longest, and runs forward, backward and AdamW in
+``model.train_precision``. This benchmark runs the same model, data and precision in one process:
+
+- *fit phases*: the library's step, timed per phase (tokenise + pad / forward / backward /
+  optimizer), with tokens per second counted two ways: real tokens (what the data holds) and
+  padded positions (what the matmuls process);
+- *pre-tokenised*: the same steps with every transcript tokenised once up front (what a
+  tokenised dataset reused across steps would save);
+- *TRL*: ``trl.SFTTrainer`` (completion-only loss, the same batch size, learning rate and
+  precision) for the same number of steps on the same rows;
+- *matmul peak*: square matmuls in float32 and bfloat16 on the same threads: the FLOP/s the CPU
+  reaches when the work is one big kernel.
+
+Achieved FLOP/s = 6 x (matmul parameters) x real tokens / s + attention (12 x layers x hidden x
+T per token, T the padded length), the usual training-FLOP count (Kaplan et al. 2020, "Scaling Laws
+for Neural Language Models", section 2.1). Prints every figure and the ratios in one run.
+
+    .venv/bin/python benchmarks/bench_training_throughput.py                 # 60 steps each, 1 thread
+    .venv/bin/python benchmarks/bench_training_throughput.py --steps 200 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def matmul_peak(dtype, seconds: float = 3.0, n: int = 1024) -> float:
+    """FLOP/s of repeated ``n x n`` matmuls in ``dtype`` for about ``seconds``."""
+    import torch
+
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    torch.matmul(a, b)
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        torch.matmul(a, b)
+        reps += 1
+    return 2 * n ** 3 * reps / (time.perf_counter() - t0)
+
+
+def training_flops(model, real_tokens: int, padded_positions: int, seq_len: float) -> float:
+    """Training FLOPs of a run that put ``padded_positions`` through the model at a mean sequence
+    length ``seq_len`` (``real_tokens`` of them not padding; reported, not counted separately): 6 x matmul parameters (embeddings excluded, the output head
+    included) x tokens through the matmuls, plus attention scores and values (12 x layers x hidden x
+    sequence length per position)."""
+    cfg = model.config
+    matmul = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "embed_tokens" not in n)
+    if getattr(cfg, "tie_word_embeddings", False):
+        matmul += model.get_input_embeddings().weight.numel()
+    return 6 * matmul * padded_positions + 12 * cfg.num_hidden_layers * cfg.hidden_size * seq_len * padded_positions
+
+
+def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precision: str, max_length: int,
+               pretokenised: bool = False) -> dict:
+    """``steps`` steps of the library's training step (``training.loop``), timed per phase."""
+    import torch
+
+    from selfevolve.training.loop import autocast
+    from selfevolve.training.rl import build_batch, token_logprobs
+
+    rng = random.Random(0)
+    cache = {}
+    if pretokenised:
+        t0 = time.perf_counter()
+        for r in rows:
+            cache[r.id] = build_batch(tok, [r], max_length)
+        setup = time.perf_counter() - t0
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    times = {"tokenise": 0.0, "forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+    real = padded = 0
+    longest = []
+    for _ in range(steps):
+        batch = rng.sample(rows, batch_size)
+        t0 = time.perf_counter()
+        if pretokenised:
+            parts = [cache[r.id] for r in batch]
+            T = max(p[0].shape[1] for p in parts)
+            ids = torch.full((len(parts), T), tok.pad_token_id, dtype=torch.long)
+            attn = torch.zeros((len(parts), T), dtype=torch.long)
+            cmask = torch.zeros((len(parts), T - 1))
+            for i, (pi, pa, pc) in enumerate(parts):
+                n = pi.shape[1]
+                ids[i, :n], attn[i, :n], cmask[i, :n - 1] = pi[0], pa[0], pc[0]
+        else:
+            ids, attn, cmask = build_batch(tok, batch, max_length)
+        t1 = time.perf_counter()
+        with autocast(precision):
+            logp = token_logprobs(model, ids, attn, 1.0)
+            loss = -(logp * cmask).sum() / cmask.sum().clamp(min=1)
+        t2 = time.perf_counter()
+        opt.zero_grad()
+        loss.backward()
+        t3 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        t4 = time.perf_counter()
+        for k, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            times[k] += dt
+        real += int(attn.sum())
+        padded += attn.numel()
+        longest.append(attn.shape[1])
+    model.eval()
+    total = sum(times.values())
+    out = {"seconds": total, "phases": times, "real_tokens": real, "padded_positions": padded,
+           "mean_seq_len": sum(longest) / len(longest), "final_loss": float(loss.item())}
+    if pretokenised:
+        out["setup_seconds"] = setup
+    return out
+
+
+def trl_run(model_dir: Path, rows, steps: int, batch_size: int, lr: float, precision: str, max_length: int, out: Path) -> dict:
+    """``trl.SFTTrainer`` on the same rows (prompt/completion, loss on the completion only)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": r.prompt}],
+                               "completion": [{"role": "assistant", "content": r.completion}]} for r in rows])
+    cfg = SFTConfig(output_dir=str(out), max_steps=steps, per_device_train_batch_size=batch_size, learning_rate=lr,
+                    lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=steps,
+                    save_strategy="no", report_to="none", use_cpu=not torch.cuda.is_available(), bf16=precision == "bfloat16",
+                    max_length=max_length, completion_only_loss=True, dataloader_num_workers=0, seed=0,
+                    disable_tqdm=True)
+    trainer = SFTTrainer(model=model, args=cfg, train_dataset=data, processing_class=tok, )
+    lengths = [len(x) for x in trainer.train_dataset["input_ids"]]
+    t0 = time.perf_counter()
+    result = trainer.train()
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "real_tokens": round(sum(lengths) / len(lengths) * batch_size * steps), "final_loss": result.training_loss}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="params file whose bootstrap section sizes the model")
+    ap.add_argument("--steps", type=int, default=60, help="training steps per variant")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--transcripts", type=int, default=4000, help="transcripts to draw batches from")
+    ap.add_argument("--skip-trl", action="store_true", help="leave out the TRL SFTTrainer run")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from selfevolve.config import load_params
+    from selfevolve.embedded import tinymodel
+    from selfevolve.embedded.transcripts import as_rows
+    from selfevolve.embedded.warm_start import warm_start_transcripts
+
+    torch.set_num_threads(args.threads)
+    params = load_params(args.params)
+    bp = params.bootstrap.model_copy(update={"transcripts": args.transcripts})
+    params = params.model_copy(update={"bootstrap": bp})
+    transcripts = warm_start_transcripts(params)
+    rows = as_rows(transcripts)
+    tok = tinymodel.build_tokenizer((m["content"] for _, c in transcripts for m in c), vocab_size=bp.vocab_size)
+
+    def fresh():
+        return tinymodel.build_model(tok, hidden_size=bp.hidden_size, num_layers=bp.num_layers, num_heads=bp.num_heads,
+                                     intermediate_size=bp.intermediate_size, max_position_embeddings=bp.max_position_embeddings,
+                                     seed=params.seed)
+
+    precision = params.model.train_precision
+    common = dict(steps=args.steps, batch_size=bp.batch_size, lr=bp.learning_rate, precision=precision,
+                  max_length=bp.max_position_embeddings)
+    print(f"model: {sum(p.numel() for p in fresh().parameters()):,} parameters, batch {bp.batch_size}, {args.steps} steps, "
+          f"{precision}, {args.threads} thread(s)")
+    peak32, peak16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
+    print(f"matmul peak: float32 {peak32 / 1e9:.1f} GFLOP/s, bfloat16 {peak16 / 1e9:.1f} GFLOP/s")
+    peak = peak16 if precision == "bfloat16" else peak32
+
+    model = fresh()
+    base = fit_phases(model, tok, rows, **common)
+    achieved = training_flops(model, base["real_tokens"], base["padded_positions"], base["mean_seq_len"]) / base["seconds"]
+    print(f"\nfit (the library's step): {base['seconds']:.2f} s, {base['seconds'] / args.steps * 1000:.0f} ms/step, "
+          f"{base['real_tokens'] / base['seconds']:,.0f} real tokens/s ({base['padded_positions'] / base['seconds']:,.0f} "
+          f"positions/s; {base['real_tokens'] / base['padded_positions']:.0%} of positions are real), loss {base['final_loss']:.3f}")
+    for k, v in base["phases"].items():
+        print(f"  {k:10s} {v:7.2f} s  {v / base['seconds']:5.1%}")
+    print(f"  achieved {achieved / 1e9:.2f} GFLOP/s = {achieved / peak:.1%} of the {precision} matmul peak")
+
+    model = fresh()
+    pre = fit_phases(model, tok, rows, pretokenised=True, **common)
+    print(f"\npre-tokenised: {pre['seconds']:.2f} s ({pre['setup_seconds']:.2f} s to tokenise {len(rows)} rows once), "
+          f"{pre['real_tokens'] / pre['seconds']:,.0f} real tokens/s")
+
+    rows_out = [("fit / pre-tokenised", base["seconds"] / pre["seconds"])]
+    if not args.skip_trl:
+        with tempfile.TemporaryDirectory() as tmp:
+            model = fresh()
+            model.save_pretrained(Path(tmp) / "m")
+            tok.save_pretrained(Path(tmp) / "m")
+            trl = trl_run(Path(tmp) / "m", rows, args.steps, bp.batch_size, bp.learning_rate, precision,
+                          bp.max_position_embeddings, Path(tmp) / "out")
+        print(f"\nTRL SFTTrainer: {trl['seconds']:.2f} s, {trl['seconds'] / args.steps * 1000:.0f} ms/step, "
+              f"~{trl['real_tokens'] / trl['seconds']:,.0f} real tokens/s, loss {trl['final_loss']:.3f}")
+        rows_out.append(("TRL SFTTrainer / fit (time per step)", trl["seconds"] / base["seconds"]))
+    print("\nratios (> 1: the first is slower)")
+    for name, r in rows_out:
+        print(f"  {name:40s} {r:.2f}x")
+    print(f"  {'matmul peak / fit achieved':40s} {peak / achieved:.0f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

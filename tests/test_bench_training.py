@@ -1,0 +1,44 @@
+"""The training-throughput benchmark's parts: its pre-tokenised step is the library's step (same
+batches, same loss), and its FLOP count is the textbook one."""
+
+from __future__ import annotations
+
+import pytest
+
+import benchmarks.bench_training_throughput as bench
+from selfevolve.embedded import tinymodel
+from selfevolve.embedded.transcripts import arith_transcripts, as_rows
+
+
+@pytest.fixture(scope="module")
+def setup():
+    transcripts = arith_transcripts(64, seed=3)
+    tok = tinymodel.build_tokenizer((m["content"] for _, c in transcripts for m in c), vocab_size=256)
+    return tok, as_rows(transcripts)
+
+
+def _model(tok):
+    return tinymodel.build_model(tok, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                                 max_position_embeddings=512, seed=0)
+
+
+def test_pretokenised_steps_train_exactly_as_the_library_step(setup):
+    tok, rows = setup
+    args = dict(steps=3, batch_size=8, lr=1e-3, precision="float32", max_length=512)
+    plain = bench.fit_phases(_model(tok), tok, rows, **args)
+    pre = bench.fit_phases(_model(tok), tok, rows, pretokenised=True, **args)
+    assert pre["final_loss"] == pytest.approx(plain["final_loss"], rel=1e-6)
+    assert (pre["real_tokens"], pre["padded_positions"]) == (plain["real_tokens"], plain["padded_positions"])
+    assert 0 < plain["real_tokens"] <= plain["padded_positions"]
+    assert set(plain["phases"]) == {"tokenise", "forward", "backward", "optimizer"}
+
+
+def test_training_flops_are_six_per_matmul_parameter_and_token_plus_attention(setup):
+    tok, _ = setup
+    model = _model(tok)
+    cfg = model.config
+    matmul = sum(p.numel() for n, p in model.named_parameters() if p.dim() == 2 and "embed_tokens" not in n)
+    if cfg.tie_word_embeddings:
+        matmul += model.get_input_embeddings().weight.numel()
+    assert bench.training_flops(model, 900, 1000, 50.0) == 6 * matmul * 1000 + 12 * 2 * 32 * 50.0 * 1000
+    assert matmul < sum(p.numel() for p in model.parameters())  # norms and (untied) embeddings are not matmuls
