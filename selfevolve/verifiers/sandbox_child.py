@@ -601,9 +601,9 @@ def _job_child(payload_bytes, fds, zsock, feats, cfg, job_uid):
     os._exit(0)
 
 
-def _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid):
-    """The job's own process: apply limits, drop privileges, run program and tests, report."""
-    # ---- file descriptors and streams
+def _job_streams(res_w, out_fd, err_fd, workdir):
+    """The job's file descriptors (stdin /dev/null, stdout and stderr to ``out_fd``/``err_fd``,
+    ``res_w`` kept, every other descriptor closed), working directory and a fixed environment."""
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out_fd, 1)
@@ -620,6 +620,88 @@ def _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid):
     os.environ.update(env)
     import tempfile
     tempfile.tempdir = None
+
+
+def _compile_job(job, describe):
+    """Compile the program, the setup and each test (the tests with the strict-equality rewrite when
+    ``job["strict"]``) before anything untrusted runs; ``describe`` words a compile error. Returns
+    ``(program_code, load_error, setup_code, setup_error, tests, watched)``: ``tests`` a list of
+    ``(code, compile_error)``, ``watched`` the module snapshots restored around the setup and each
+    test (builtins and every snapshotted module the setup or a test names)."""
+    strict = job["strict"]
+    load_error = None
+    program_code = None
+    try:
+        program_code = compile(job["program"], "<solution>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
+        load_error = "program does not compile: " + describe(e)
+    setup_code = None
+    setup_error = None
+    names = set()
+    if job["setup"].strip():
+        try:
+            setup_code, found = _compile_test(job["setup"], "<setup>", strict)
+            names |= found
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            setup_error = "setup does not compile: " + describe(e)
+    tests = []
+    for i, src in enumerate(job["tests"]):
+        try:
+            code, found = _compile_test(src, "<test %d>" % i, strict)
+            tests.append((code, None))
+            names |= found
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            tests.append((None, "test does not compile: " + describe(e)))
+    watched = [("builtins", _MOD_SNAP["builtins"])] + [(n, _MOD_SNAP[n]) for n in sorted(names)
+                                                         if n in _MOD_SNAP and n != "builtins"]
+    return program_code, load_error, setup_code, setup_error, tests, watched
+
+
+def _limit_job(job, job_uid, feats, io_inputs):
+    """The job's rlimits (CPU seconds, file size, descriptors, no core dumps, no new processes, a
+    stack for deep recursion), its unprivileged uid or dropped capabilities, no new privileges, and
+    death with its parent. Returns the address-space limit in bytes (set last, by the caller, once
+    the harness has allocated what it needs)."""
+    cpu = int(job["cpu_s"])
+    mem = int(job["memory_mb"]) << 20
+    fsize = max(int(job["fsize"]), max([len(x) for x in io_inputs] or [0]) + (1 << 20))
+    for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
+                     (resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 1)):
+        try:
+            resource.setrlimit(res, (val, val))
+        except (ValueError, OSError):
+            soft, hard = resource.getrlimit(res)
+            resource.setrlimit(res, (val if hard == resource.RLIM_INFINITY else min(val, hard), hard))
+    try:  # deep recursion: let the main thread's stack grow (within the address-space limit)
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        want = min(256 << 20, mem // 2)
+        if hard == resource.RLIM_INFINITY or hard >= want:
+            resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+    except (ValueError, OSError):
+        pass
+    if job_uid is not None:
+        os.setgroups([])
+        os.setresgid(job_uid, job_uid, job_uid)
+        os.setresuid(job_uid, job_uid, job_uid)
+    elif "userns" in feats:
+        _drop_caps()
+    try:
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+    except OSError:
+        pass
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # again: a uid change clears it
+    return mem
+
+
+def _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid):
+    """The job's own process: apply limits, drop privileges, run program and tests, report.
+
+    Everything the harness calls once the untrusted program has started is bound to a local name
+    of this function first (the program may rebind module attributes and globals, but it cannot
+    reach this frame): that is why the part after "untrusted code from here on" stays one function.
+    The steps before it are functions of their own (``_job_streams``, ``_compile_job``,
+    ``_limit_job``)."""
+    _job_streams(res_w, out_fd, err_fd, workdir)
 
     # ---- everything the harness needs after untrusted code starts, bound now
     _write, _dup, _dup2, _exit, _lseek, _read, _close = os.write, os.dup, os.dup2, os._exit, os.lseek, os.read, os.close
@@ -702,64 +784,12 @@ def _runner(job, nonce, res_w, out_fd, err_fd, workdir, feats, job_uid):
             pass
 
     # ---- compile the trusted parts now (before the program runs)
-    strict = job["strict"]
-    load_error = None
-    program_code = None
-    try:
-        program_code = compile(job["program"], "<solution>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
-        load_error = "program does not compile: " + describe(e)
-    setup_code = None
-    setup_error = None
-    names = set()
-    if job["setup"].strip():
-        try:
-            setup_code, found = _compile_test(job["setup"], "<setup>", strict)
-            names |= found
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-            setup_error = "setup does not compile: " + describe(e)
-    tests = []
-    for i, src in enumerate(job["tests"]):
-        try:
-            code, found = _compile_test(src, "<test %d>" % i, strict)
-            tests.append((code, None))
-            names |= found
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-            tests.append((None, "test does not compile: " + describe(e)))
-    watched = [("builtins", _MOD_SNAP["builtins"])] + [(n, _MOD_SNAP[n]) for n in sorted(names)
-                                                         if n in _MOD_SNAP and n != "builtins"]
+    program_code, load_error, setup_code, setup_error, tests, watched = _compile_job(job, describe)
     io_inputs = job["io"]
     run_asserts = bool(tests) or not io_inputs
 
     # ---- limits and privileges
-    cpu = int(job["cpu_s"])
-    mem = int(job["memory_mb"]) << 20
-    fsize = max(int(job["fsize"]), max([len(x) for x in io_inputs] or [0]) + (1 << 20))
-    for res, val in ((resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
-                     (resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 1)):
-        try:
-            resource.setrlimit(res, (val, val))
-        except (ValueError, OSError):
-            soft, hard = resource.getrlimit(res)
-            resource.setrlimit(res, (val if hard == resource.RLIM_INFINITY else min(val, hard), hard))
-    try:  # deep recursion: let the main thread's stack grow (within the address-space limit)
-        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
-        want = min(256 << 20, mem // 2)
-        if hard == resource.RLIM_INFINITY or hard >= want:
-            resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
-    except (ValueError, OSError):
-        pass
-    if job_uid is not None:
-        os.setgroups([])
-        os.setresgid(job_uid, job_uid, job_uid)
-        os.setresuid(job_uid, job_uid, job_uid)
-    elif "userns" in feats:
-        _drop_caps()
-    try:
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
-    except OSError:
-        pass
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # again: a uid change clears it
+    mem = _limit_job(job, job_uid, feats, io_inputs)
     random.seed()
     sys.argv = ["solution.py"]
     sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
