@@ -57,9 +57,9 @@ def matmul_peak(dtype, seconds: float = 3.0, n: int = 1024) -> float:
     return 2 * n ** 3 * reps / (time.perf_counter() - t0)
 
 
-def training_flops(model, real_tokens: int, padded_positions: int, seq_len: float) -> float:
-    """Training FLOPs of a run that put ``padded_positions`` through the model at a mean sequence
-    length ``seq_len`` (``real_tokens`` of them not padding; reported, not counted separately): 6 x matmul parameters (embeddings excluded, the output head
+def training_flops(model, padded_positions: int, seq_len: float) -> float:
+    """Training FLOPs of a run that put ``padded_positions`` through the model (padding included: the
+    matmuls process it) at a mean sequence length ``seq_len``: 6 x matmul parameters (embeddings excluded, the output head
     included) x tokens through the matmuls, plus attention scores and values (12 x layers x hidden x
     sequence length per position)."""
     cfg = model.config
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = fresh()
     base = fit_phases(model, tok, rows, **common)
-    achieved = training_flops(model, base["real_tokens"], base["padded_positions"], base["mean_seq_len"]) / base["seconds"]
+    achieved = training_flops(model, base["padded_positions"], base["mean_seq_len"]) / base["seconds"]
     print(f"\nfit (the library's step): {base['seconds']:.2f} s, {base['seconds'] / args.steps * 1000:.0f} ms/step, "
           f"{base['real_tokens'] / base['seconds']:,.0f} real tokens/s ({base['padded_positions'] / base['seconds']:,.0f} "
           f"positions/s; {base['real_tokens'] / base['padded_positions']:.0%} of positions are real), loss {base['final_loss']:.3f}")

@@ -122,11 +122,6 @@ def wait_http(url: str, timeout_s: float = 90.0, proc: subprocess.Popen | None =
     raise RuntimeError(f"{url} not healthy after {timeout_s:.0f} s")
 
 
-def stop(proc: subprocess.Popen | None, timeout_s: float = 15.0) -> None:
-    """SIGTERM the process group of ``proc``, then SIGKILL after ``timeout_s`` (``processes.stop_group``)."""
-    stop_group(proc, timeout_s)
-
-
 @dataclass
 class Stack:
     """Running services; ``close()`` stops them in reverse order (worker before server)."""
@@ -137,7 +132,7 @@ class Stack:
 
     def close(self) -> None:
         for p in reversed(self.procs):
-            stop(p)
+            stop_group(p, 15.0)
         self.procs.clear()
 
     def __enter__(self):
