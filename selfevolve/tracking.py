@@ -357,6 +357,7 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
     import json
     from urllib.parse import quote, urlencode
 
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     client = client or MlflowClient(tracking_uri=base_url)
@@ -384,6 +385,9 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
                                   order_by=["timestamp_ms DESC"], max_results=1)
     if traces:
         out["trace"] = f"{ui}/experiments/{eid}/traces?{urlencode({'selectedEvaluationId': traces[0].info.trace_id})}"
-    if client.search_registered_models(filter_string=f"name = '{campaign}'"):
+    try:  # by name, not a filter string: a campaign name may hold quotes
+        client.get_registered_model(campaign)
         out["model"] = f"{ui}/models/{quote(campaign, safe='')}"
+    except MlflowException:
+        pass
     return out

@@ -108,3 +108,17 @@ def test_traces_are_linked_to_their_stage_run_and_replaced_by_a_rerun(store):
     assert spans["verifier"].parent_id == spans["solver"].span_id and spans["solver"].parent_id == spans["question q1"].span_id
     assert spans["solver"].attributes["reward"] == 1.0 and "none" not in spans["solver"].attributes
     assert spans["solver"].outputs == {"completion": "5"} and spans["solver"].span_type == "LLM"
+
+
+def test_campaign_urls_finds_the_registered_model_of_a_name_with_quotes(store):
+    """The registered model is looked up by name, so a campaign named ``it's "x"`` still gets its link
+    (a filter string would break on the quotes)."""
+    from mlflow.tracking import MlflowClient
+
+    name = "it's \"x\""
+    client = MlflowClient(tracking.tracking_uri(store))
+    client.create_experiment(name)
+    assert "model" not in tracking.campaign_urls("http://127.0.0.1:5000", name, client=client)
+    client.create_registered_model(name)
+    urls = tracking.campaign_urls("http://127.0.0.1:5000", name, client=client)
+    assert urls["model"] == "http://127.0.0.1:5000/#/models/it%27s%20%22x%22"
