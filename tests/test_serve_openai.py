@@ -120,10 +120,15 @@ def test_server_errors(server):
     assert r.status_code == 404 and "tiny" in r.json()["error"]["message"]
     r = httpx.post(f"{server}/v1/completions", json={"prompt": []})
     assert r.status_code == 400 and "prompt" in r.json()["error"]["message"]
-    r = httpx.post(f"{server}/v1/completions", json={"prompt": [[1, 2, 3]]})
-    assert r.status_code == 400 and "prompt" in r.json()["error"]["message"]
-    r = httpx.post(f"{server}/v1/completions", json={"prompt": "x", "logprobs": 1, "echo": True, "max_tokens": 1})
+    for bad in ([[]], [[1, -2]], [[1, 10**9]]):
+        r = httpx.post(f"{server}/v1/completions", json={"prompt": bad})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", (bad, r.text)
+    r = httpx.post(f"{server}/v1/completions", json={"prompt": "x", "logprobs": 1, "echo": True, "max_tokens": 1, "stream": True})
     assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
+    r = httpx.post(f"{server}/v1/completions", json={"prompt": "x", "logprobs": 9})
+    assert r.status_code == 400 and "logprobs" in r.json()["error"]["message"]
+    r = httpx.post(f"{server}/v1/completions", json={"prompt": "x", "max_tokens": 0})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"
 
 
 def openai_client(server):
@@ -175,6 +180,112 @@ def test_openai_client_completions(server, local_hf):
     streamed = list(client.completions.create(model="tiny", prompt=prompts[0], max_tokens=10, temperature=0, stream=True))
     assert "".join(ch.text for c in streamed for ch in c.choices) == text
     assert [ch.finish_reason for c in streamed for ch in c.choices if ch.finish_reason] == [want[0][0].finish_reason]
+
+
+def test_hf_score_is_the_models_log_likelihood(local_hf):
+    """``HFBackend.score``: each token's log-probability given the ones before it, as a plain forward
+    pass gives it, for a text prompt (special tokens added as ``complete`` adds them) and a token-id
+    one, batched with padding; the greedy continuation is the top token at every position."""
+    import torch
+
+    prompts = ["Compute 12 + 7.", "<question>"]
+    greedy = [c[0] for c in local_hf.complete(prompts, SamplingConfig(max_new_tokens=6, **GREEDY))]
+    assert all(c.token_ids is not None and local_hf.tokenizer.decode(c.token_ids) == c.text for c in greedy)
+    ids = local_hf.tokenizer(prompts[1])["input_ids"]
+    got = local_hf.score([prompts[0], ids], [c.token_ids for c in greedy], top=2)
+    tok = local_hf.tokenizer
+    for prompt, cont, lp in zip(prompts, greedy, got):
+        head = tok(prompt)["input_ids"]
+        seq = head + cont.token_ids
+        with torch.inference_mode():
+            logp = torch.log_softmax(local_hf.model(input_ids=torch.tensor([seq])).logits[0].float(), -1)
+        want = [logp[j - 1, seq[j]].item() for j in range(1, len(seq))]
+        assert lp.prompt_tokens == len(head) and len(lp.tokens) == len(seq) and lp.token_logprobs[0] is None
+        assert lp.token_logprobs[1:] == pytest.approx(want, abs=1e-4)
+        assert lp.top_logprobs[0] is None and all(len(t) <= 2 for t in lp.top_logprobs[1:])
+        for j in range(lp.prompt_tokens, len(seq)):  # generated greedily: the top token, its logprob the max
+            assert lp.token_logprobs[j] == pytest.approx(max(lp.top_logprobs[j].values()), abs=1e-5)
+        assert lp.tokens[lp.prompt_tokens:] == [tok.decode([t]) for t in cont.token_ids]
+        assert lp.text_offset == [sum(len(t) for t in lp.tokens[:j]) for j in range(len(seq))]
+        tail = lp.tail(lp.prompt_tokens)
+        assert tail.text_offset[0] == 0 and tail.tokens == lp.tokens[lp.prompt_tokens:]
+    as_text = local_hf.score([prompts[0]], ["12"], top=0)[0]  # a text continuation is tokenised without special tokens
+    assert as_text.tokens[as_text.prompt_tokens:] == [tok.decode([t]) for t in tok("12", add_special_tokens=False)["input_ids"]]
+    assert as_text.top_logprobs == [None] * len(as_text.tokens)
+    with pytest.raises(ValueError):
+        local_hf.score(prompts, ["x"])
+
+
+@pytest.mark.slow
+def test_openai_client_completions_with_logprobs(server, local_hf):
+    """Issue 26: ``logprobs`` was refused. The official client asks for them on a text and a
+    token-id prompt, with and without ``echo``, and with ``max_tokens`` 0 (scoring only): the
+    numbers are the model's own (``HFBackend.score``)."""
+    client = openai_client(server)
+    prompt = "Compute 12 + 7."
+    done = local_hf.complete([prompt], SamplingConfig(max_new_tokens=5, **GREEDY))[0][0]
+    text, want = done.text, local_hf.score([prompt], [done.token_ids], top=3)[0]
+    got = client.completions.create(model="tiny", prompt=prompt, max_tokens=5, temperature=0, logprobs=3)
+    lp = got.choices[0].logprobs
+    assert got.choices[0].text == text and lp.tokens == want.tokens[want.prompt_tokens:]
+    assert lp.token_logprobs == pytest.approx(want.token_logprobs[want.prompt_tokens:], abs=1e-4)
+    assert lp.text_offset[0] == 0
+    for top, top_want in zip(lp.top_logprobs, want.top_logprobs[want.prompt_tokens:], strict=True):
+        assert top == pytest.approx(top_want, abs=1e-4)
+    assert all(1 <= len(t) <= 3 for t in lp.top_logprobs)
+    echoed = client.completions.create(model="tiny", prompt=prompt, max_tokens=5, temperature=0, logprobs=1, echo=True)
+    lp = echoed.choices[0].logprobs
+    assert echoed.choices[0].text == prompt + text and lp.tokens == want.tokens and lp.token_logprobs[0] is None
+    assert lp.token_logprobs[1:] == pytest.approx(want.token_logprobs[1:], abs=1e-4)
+    ids = local_hf.tokenizer(prompt)["input_ids"]
+    scored = client.completions.create(model="tiny", prompt=ids, max_tokens=0, logprobs=0, echo=True)
+    only = local_hf.score([ids], [""], top=0)[0]
+    assert scored.choices[0].text == local_hf.tokenizer.decode(ids) and scored.usage.completion_tokens == 0
+    assert scored.choices[0].logprobs.token_logprobs[1:] == pytest.approx(only.token_logprobs[1:], abs=1e-4)
+    plain = client.completions.create(model="tiny", prompt=prompt, max_tokens=5, temperature=0)
+    assert plain.choices[0].logprobs is None
+
+
+@pytest.mark.slow
+def test_lm_evaluation_harness_scores_a_multiple_choice_task_through_selfevolve_serve(server, local_hf, tmp_path):
+    """Issue 26: log-likelihood tasks could not be scored (the server refused ``logprobs``).
+    lm-evaluation-harness' ``local-completions`` with the model's tokenizer runs a multiple-choice
+    task from a local JSONL file: it sends token ids with ``echo``, ``logprobs`` and ``max_tokens``
+    1, and the log-likelihood it records for every choice is the model's own (``HFBackend.score``);
+    its accuracy is that of picking the likeliest choice."""
+    docs = [{"question": f"What is {a} + {b}?", "choices": [str(a + b), str(a + b + 1), str(a * b)], "label": 0}
+            for a, b in [(12, 7), (3, 4), (25, 30), (8, 9)]]
+    (tmp_path / "mc.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "served_mc.yaml").write_text(json.dumps({
+        "task": "served_mc", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(tmp_path / "mc.jsonl")}},
+        "test_split": "test", "output_type": "multiple_choice", "doc_to_text": "Question: {{question}}\nAnswer:",
+        "doc_to_choice": "{{choices}}", "doc_to_target": "{{label}}", "target_delimiter": " ",
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}]}), encoding="utf-8")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    model_dir = local_hf.model_path
+    r = subprocess.run([sys.executable, "-m", "lm_eval", "run", "--model", "local-completions", "--model_args",
+                        f"base_url={server}/v1/completions,model=tiny,tokenizer_backend=huggingface,tokenizer={model_dir},"
+                        "num_concurrent=1,max_retries=1", "--tasks", "served_mc", "--include_path", str(tmp_path / "tasks"),
+                        "--output_path", str(tmp_path / "out"), "--log_samples"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    samples = sorted((json.loads(line) for f in (tmp_path / "out").rglob("samples_served_mc_*.jsonl")
+                      for line in f.read_text().splitlines()), key=lambda s: s["doc_id"])
+    assert len(samples) == len(docs)
+    tok, picked = local_hf.tokenizer, []
+    for doc, sample in zip(docs, samples):
+        context = f"Question: {doc['question']}\nAnswer:"
+        lls = []
+        for choice, resp in zip(doc["choices"], sample["resps"]):
+            ctx = tok(context)["input_ids"]
+            cont = tok(context + " " + choice)["input_ids"][len(ctx):]
+            lp = local_hf.score([ctx + cont], [""], top=1)[0]
+            lls.append(sum(lp.token_logprobs[len(ctx):]))
+            assert float(resp[0][0]) == pytest.approx(lls[-1], abs=1e-3)
+        picked.append(int(max(range(len(lls)), key=lls.__getitem__) == doc["label"]))
+    results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]["served_mc"]
+    assert results["acc,none"] == pytest.approx(sum(picked) / len(docs))
 
 
 @pytest.mark.slow

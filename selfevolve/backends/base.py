@@ -49,6 +49,31 @@ class Completion(BaseModel):
     prompt_tokens: int = 0
     output_tokens: int = 0
     finish_reason: Literal["stop", "length", "error"] = "stop"
+    #: the generated ids that decode to ``text`` (EOS excluded), where the backend knows them and no
+    #: stop string cut a token; None otherwise
+    token_ids: list[int] | None = None
+
+
+class TokenLogprobs(BaseModel):
+    """Per-token log-probabilities of one scored text (OpenAI's ``logprobs`` object of a legacy
+    completion choice): aligned lists over its T tokens. ``token_logprobs[i]`` is the natural-log
+    probability of token i given tokens 0..i-1 (``None`` for the first token, which has no context);
+    ``top_logprobs[i]`` the most likely tokens at position i with theirs (``None`` at i = 0);
+    ``text_offset[i]`` the character offset of token i in the concatenated ``tokens``.
+    ``prompt_tokens`` says how many leading tokens are the prompt's."""
+
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    top_logprobs: list[dict[str, float] | None]
+    text_offset: list[int]
+    prompt_tokens: int
+
+    def tail(self, start: int) -> "TokenLogprobs":
+        """The same object for tokens ``start..T-1`` (offsets re-based to the first of them)."""
+        base = self.text_offset[start] if start < len(self.text_offset) else 0
+        return TokenLogprobs(tokens=self.tokens[start:], token_logprobs=self.token_logprobs[start:],
+                             top_logprobs=self.top_logprobs[start:], text_offset=[o - base for o in self.text_offset[start:]],
+                             prompt_tokens=max(0, self.prompt_tokens - start))
 
 
 class Backend(ABC):
@@ -64,6 +89,7 @@ class Backend(ABC):
 
     name: str = "base"
     streams: bool = False
+    token_prompts: bool = False
 
     @abstractmethod
     def chat(self, conversations: list[Messages], sampling: SamplingConfig) -> list[list[Completion]]:
@@ -71,8 +97,19 @@ class Backend(ABC):
 
     def complete(self, prompts: list[str], sampling: SamplingConfig) -> list[list[Completion]]:
         """``sampling.n`` continuations of each of the B raw text prompts (no chat template), as B
-        lists of ``Completion``. Raises ``NotImplementedError`` in backends without raw prompts."""
+        lists of ``Completion``. A backend that reads token ids (``token_prompts = True``) also takes
+        a prompt as a list of token ids. Raises ``NotImplementedError`` in backends without raw
+        prompts."""
         raise NotImplementedError(f"the {self.name} backend does not continue raw text prompts")
+
+    def score(self, prompts: list[str] | list[list[int]], continuations: list[str] | list[list[int]],
+              top: int = 1) -> list[TokenLogprobs]:
+        """Log-probabilities of every token of ``prompt + continuation`` for each of the B pairs, as
+        B ``TokenLogprobs`` (a text is tokenised as ``complete`` does, the prompt with the
+        tokenizer's special tokens, the continuation without; token ids are taken as they are), with the
+        ``top`` most likely tokens per position (0: none). Raises ``NotImplementedError`` in
+        backends that cannot score text."""
+        raise NotImplementedError(f"the {self.name} backend does not score text (no logprobs)")
 
     def close(self) -> None:  # pragma: no cover - default no-op
         """Release resources (engines, HTTP clients)."""

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig, TextCallback
+from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig, TextCallback, TokenLogprobs
 from selfevolve.backends.rows import RowStreamer, finish_row
 
 logger = logging.getLogger(__name__)
@@ -166,6 +166,7 @@ class HFBackend(Backend):
 
     name = "hf"
     streams = True
+    token_prompts = True
 
     def __init__(self, model_path_or_id: str | Path, dtype: str = "float32", device: str = "auto",
                  max_model_len: int | None = None, adapter_path: str | Path | None = None,
@@ -307,14 +308,80 @@ class HFBackend(Backend):
         with self._lock:
             return self._generate(self.encode(conversations) if conversations else [], sampling, on_text)
 
-    def complete(self, prompts: list[str], sampling: SamplingConfig,
+    def complete(self, prompts: list[str] | list[list[int]], sampling: SamplingConfig,
                  on_text: TextCallback | None = None) -> list[list[Completion]]:
-        """``sampling.n`` continuations of each of the B raw text prompts (no chat template; the
-        tokenizer's own special tokens, e.g. BOS, are added as for any raw text). Same shapes,
-        stopping, counting and ``on_text`` as ``chat``."""
+        """``sampling.n`` continuations of each of the B raw prompts (no chat template): a text is
+        tokenised with the tokenizer's own special tokens (e.g. BOS) as for any raw text, a list of
+        token ids is taken as it is. Same shapes, stopping, counting and ``on_text`` as ``chat``."""
         with self._lock:
-            ids = self.tokenizer(prompts)["input_ids"] if prompts else []
-            return self._generate([list(i) for i in ids], sampling, on_text)
+            return self._generate(self._raw_ids(prompts), sampling, on_text)
+
+    def _raw_ids(self, prompts: list[str] | list[list[int]]) -> list[list[int]]:
+        texts = [i for i, p in enumerate(prompts) if isinstance(p, str)]
+        ids: list[list[int]] = [list(p) if not isinstance(p, str) else [] for p in prompts]
+        if texts:
+            for i, row in zip(texts, self.tokenizer([prompts[i] for i in texts])["input_ids"]):
+                ids[i] = list(row)
+        return ids
+
+    def score(self, prompts: list[str] | list[list[int]], continuations: list[str] | list[list[int]],
+              top: int = 1) -> list[TokenLogprobs]:
+        """Log-probabilities of each ``prompt + continuation`` (B pairs) under the model, in float32
+        from one forward pass per micro-batch of ``batch_size`` rows (right-padded); see
+        ``Backend.score``. Token strings are each id decoded alone (ids that decode alike, such as
+        byte pieces of one character, share a key in ``top_logprobs``: the likelier one's). Raises ``ValueError`` when the
+        two lists differ in length or a sequence is longer than ``max_model_len``."""
+        import torch
+
+        if len(prompts) != len(continuations):
+            raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
+        with self._lock:
+            heads = self._raw_ids(prompts)
+            tails: list[list[int]] = [list(c) if not isinstance(c, str) else [] for c in continuations]
+            texts = [i for i, c in enumerate(continuations) if isinstance(c, str)]
+            if texts:
+                for i, row in zip(texts, self.tokenizer([continuations[i] for i in texts], add_special_tokens=False)["input_ids"]):
+                    tails[i] = list(row)
+            seqs = [h + t for h, t in zip(heads, tails)]
+            for i, seq in enumerate(seqs):
+                if len(seq) > self.max_model_len:
+                    raise ValueError(f"sequence {i} has {len(seq)} tokens, max_model_len is {self.max_model_len}")
+            out: list[TokenLogprobs | None] = [None] * len(seqs)
+            model, was_training = self.model, bool(getattr(self.model, "training", False))
+            text = lambda i: self.tokenizer.decode([i])  # noqa: E731
+            try:
+                model.eval()
+                with torch.inference_mode():
+                    for batch in self._micro_batches([len(q) for q in seqs], [0] * len(seqs)):
+                        width = max(len(seqs[i]) for i in batch)
+                        ids_t = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+                        mask_t = torch.zeros((len(batch), width), dtype=torch.long)
+                        for r, i in enumerate(batch):
+                            ids_t[r, :len(seqs[i])] = torch.tensor(seqs[i], dtype=torch.long)
+                            mask_t[r, :len(seqs[i])] = 1
+                        logits = model(input_ids=ids_t.to(self.device), attention_mask=mask_t.to(self.device)).logits
+                        logp = torch.log_softmax(logits[:, :-1].float(), dim=-1).cpu()
+                        picked = logp.gather(-1, ids_t[:, 1:, None]).squeeze(-1)
+                        best = logp.topk(top, dim=-1) if top > 0 else None
+                        for r, i in enumerate(batch):
+                            n, toks = len(seqs[i]), [text(t) for t in seqs[i]]
+                            tops: list[dict[str, float] | None] = [None]
+                            for j in range(n - 1):
+                                top_j: dict[str, float] = {}
+                                if best is not None:  # highest first: ids that decode alike keep the likelier one
+                                    for v, t in zip(best.values[r, j].tolist(), best.indices[r, j].tolist()):
+                                        top_j.setdefault(text(t), v)
+                                tops.append(top_j)
+                            offsets = [0]
+                            for t in toks[:-1]:
+                                offsets.append(offsets[-1] + len(t))
+                            out[i] = TokenLogprobs(tokens=toks, token_logprobs=[None] + picked[r, :n - 1].tolist(),
+                                                   top_logprobs=tops if top > 0 else [None] * n, text_offset=offsets,
+                                                   prompt_tokens=len(heads[i]))
+            finally:
+                if was_training:
+                    model.train()
+            return out  # type: ignore[return-value]
 
     def _generate(self, prompts: list[list[int]], sampling: SamplingConfig,
                   on_text: TextCallback | None) -> list[list[Completion]]:
@@ -394,7 +461,10 @@ class HFBackend(Backend):
                         ci, s = rows[i]
                         text, n_out, reason = finish_row(gen[r], limit=limits[i], eos_ids=self.eos_ids,
                                                          pad_id=self.pad_id, decode=decode, stop=sampling.stop)
-                        out[ci][s] = Completion(text=text, prompt_tokens=lengths[i], output_tokens=n_out, finish_reason=reason)
+                        body = gen[r][:limits[i]]
+                        body = body[:next((j for j, t in enumerate(body) if t in self.eos_ids), len(body))]
+                        out[ci][s] = Completion(text=text, prompt_tokens=lengths[i], output_tokens=n_out, finish_reason=reason,
+                                                token_ids=body if len(body) <= n_out and decode(body) == text else None)
                         stats.output_tokens += n_out
                     stats.prompt_tokens += sum(lengths[i] for i in batch)
                     stats.padded_prompt_tokens += width * len(batch)

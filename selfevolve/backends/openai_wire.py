@@ -66,10 +66,18 @@ class ChatCompletionRequest(SamplingFields):
 class CompletionRequest(SamplingFields):
     """The subset of OpenAI's (legacy) text completion request this server honours."""
 
-    prompt: str | list[str] = Field(min_length=1)
-    max_tokens: int = Field(16, ge=1)
+    prompt: str | list[str] | list[int] | list[list[int]] = Field(min_length=1)
+    max_tokens: int = Field(16, ge=0)
     echo: bool = False
-    logprobs: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=5)
+
+    def prompts(self) -> list[str] | list[list[int]]:
+        """The B prompts: texts, or token-id lists (one list of ints is one prompt)."""
+        if isinstance(self.prompt, str):
+            return [self.prompt]
+        if all(isinstance(p, int) for p in self.prompt):
+            return [list(self.prompt)]  # type: ignore[arg-type]
+        return list(self.prompt)  # type: ignore[arg-type]
 
 
 def usage(results: list[list[Completion]]) -> dict[str, int]:

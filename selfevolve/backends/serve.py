@@ -12,12 +12,21 @@ Endpoints (FastAPI, served by uvicorn, bound to 127.0.0.1 by default):
   ``usage{prompt_tokens, completion_tokens, total_tokens}`` (``completion_tokens`` summed over the
   ``n`` choices).
 - ``POST /v1/completions``: OpenAI's legacy text completion on raw prompts (no chat template).
-  Fields: ``model``, ``prompt`` (a string or a list of strings; token-id prompts are refused with
-  400), ``max_tokens`` (default 16, as OpenAI's), ``temperature``, ``top_p``, ``n``, ``stop``,
-  ``seed``, ``echo`` (the prompt is put before each text), ``stream``,
-  ``stream_options.include_usage``; ``logprobs`` is refused (400). Response: ``object:
-  "text_completion"``, ``choices[{index, text, finish_reason, logprobs: null}]`` with choice
-  ``index = prompt_index * n + sample_index``, and ``usage`` summed over the prompts.
+  Fields: ``model``, ``prompt`` (a string, a list of strings, a list of token ids or a list of
+  such lists; token ids need a backend that reads them, the ``hf`` one), ``max_tokens`` (default
+  16, as OpenAI's; 0 with ``echo`` scores the prompt without generating), ``temperature``,
+  ``top_p``, ``n``, ``stop``, ``seed``, ``echo`` (the prompt is put before each text),
+  ``logprobs`` (0-5), ``stream``, ``stream_options.include_usage``. Response: ``object:
+  "text_completion"``, ``choices[{index, text, finish_reason, logprobs}]`` with choice
+  ``index = prompt_index * n + sample_index``, and ``usage`` summed over the prompts. With
+  ``logprobs`` set, each choice's ``logprobs`` is OpenAI's ``{tokens, token_logprobs,
+  top_logprobs, text_offset}`` over the generated tokens (over prompt and generated tokens with
+  ``echo``; the first prompt token's entries are null), from one scoring pass of the model over
+  the prompt and the generated tokens (``Backend.score``; where a stop string cut a token, the
+  returned text as the tokenizer splits it) with the ``logprobs`` most likely
+  tokens per position. This is what log-likelihood evaluations (lm-evaluation-harness'
+  ``local-completions`` with a tokenizer: multiple-choice tasks, perplexity) ask for; ``logprobs``
+  cannot be streamed (400), and is ``null`` without it.
 - ``GET /v1/models``: the one served model.
 - ``GET /health``: ``{"status": "ok", "model": ...}``.
 
@@ -72,7 +81,7 @@ from selfevolve.backends.openai_wire import ChatCompletionRequest, ChunkMaker, C
 logger = logging.getLogger(__name__)
 
 
-Kind = Literal["chat", "complete"]
+Kind = Literal["chat", "complete", "score"]
 
 
 @dataclass
@@ -81,6 +90,7 @@ class _Job:
     sampling: SamplingConfig
     kind: Kind = "chat"
     on_text: TextCallback | None = None
+    top: int = 0
     future: Future = field(default_factory=Future)
 
 
@@ -90,7 +100,8 @@ class GenerationWorker:
     ``submit(inputs, sampling, kind, on_text)`` returns a ``concurrent.futures.Future`` resolving
     to ``backend.chat(inputs, sampling)`` (``kind="chat"``, B conversations) or
     ``backend.complete(inputs, sampling)`` (``kind="complete"``, B raw prompts): B lists of
-    ``sampling.n`` completions, or the call's exception. With ``on_text`` the job runs alone and,
+    ``sampling.n`` completions, or the call's exception; ``kind="score"`` (B ``(prompt,
+    continuation)`` pairs, run alone) resolves to ``backend.score(prompts, continuations, top)``. With ``on_text`` the job runs alone and,
     when the backend streams, ``on_text`` is passed to it (called from the worker thread).
     """
 
@@ -107,14 +118,14 @@ class GenerationWorker:
 
     @staticmethod
     def _batchable(job: _Job) -> bool:
-        return job.on_text is None and (job.sampling.temperature == 0 or job.sampling.seed is None)
+        return job.kind != "score" and job.on_text is None and (job.sampling.temperature == 0 or job.sampling.seed is None)
 
-    def submit(self, inputs: list[Messages] | list[str], sampling: SamplingConfig, kind: Kind = "chat",
-               on_text: TextCallback | None = None) -> Future:
+    def submit(self, inputs: list, sampling: SamplingConfig, kind: Kind = "chat",
+               on_text: TextCallback | None = None, top: int = 0) -> Future:
         """Queue one job (see the class docstring); raises ``RuntimeError`` once stopped."""
         if self._stopped:
             raise RuntimeError("generation worker is stopped")
-        job = _Job(inputs, sampling, kind, on_text)
+        job = _Job(inputs, sampling, kind, on_text, top=top)
         self._queue.put(job)
         return job.future
 
@@ -149,7 +160,9 @@ class GenerationWorker:
                 return
             jobs = self._take_compatible(first)
             convs = [c for j in jobs for c in j.inputs]
-            call = self.backend.chat if first.kind == "chat" else self.backend.complete
+            call = {"chat": self.backend.chat, "complete": self.backend.complete,
+                    "score": lambda pairs, _: self.backend.score([p for p, _ in pairs], [c for _, c in pairs], top=first.top),
+                    }[first.kind]
             extra = {"on_text": first.on_text} if first.on_text is not None and self.backend.streams else {}
             t0 = time.time()
             try:
@@ -205,9 +218,17 @@ class PromptCounter:
         tok = getattr(backend, "tokenizer", None)
         self.limit: int | None = getattr(backend, "max_model_len", None) if tok is not None else None
         self._tok = copy.deepcopy(tok) if tok is not None else None
+        self.vocab: int | None = len(tok) if tok is not None else None
         self._lock = threading.Lock()
 
-    def count(self, prompt: Messages | str) -> int | None:
+    def decode(self, ids: list[int]) -> str:
+        """The text of a token-id prompt (special tokens kept), or "" without a tokenizer."""
+        if self._tok is None:
+            return ""
+        with self._lock:
+            return self._tok.decode(ids)
+
+    def count(self, prompt: Messages | str | list[int]) -> int | None:
         """Tokens of a prompt as the backend runs it: a conversation rendered with the chat template
         (generation prompt, no extra special tokens), a raw string tokenised as it is (the
         tokenizer's special tokens added). None without a tokenizer."""
@@ -215,6 +236,8 @@ class PromptCounter:
             return None
         from selfevolve.backends.hf import render_prompt
 
+        if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+            return len(prompt)
         with self._lock:
             if isinstance(prompt, str):
                 return len(self._tok(prompt)["input_ids"])
@@ -384,20 +407,34 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
     async def completions(req: CompletionRequest):
         if (refused := check_model(req.model)) is not None:
             return refused
-        if req.logprobs is not None:
-            return _error(400, "logprobs is not supported by this server", param="logprobs")
         if type(backend).complete is Backend.complete:
             return _error(501, f"the {backend.name} backend does not continue raw text prompts; use /v1/chat/completions",
                           "not_implemented_error")
-        prompts = [req.prompt] if isinstance(req.prompt, str) else list(req.prompt)
-        sampling = req.sampling(req.max_tokens)
+        prompts = req.prompts()
+        for p in prompts:
+            if isinstance(p, str):
+                continue
+            if not backend.token_prompts:
+                return _error(400, f"the {backend.name} backend takes text prompts only; send the prompt as a string", param="prompt")
+            if not p or any(t < 0 or (counter.vocab is not None and t >= counter.vocab) for t in p):
+                return _error(400, f"a token-id prompt needs at least one id, each in [0, {counter.vocab}): the tokenizer's "
+                              "vocabulary", param="prompt")
+        if req.max_tokens == 0 and not req.echo:
+            return _error(400, "max_tokens 0 generates nothing: set echo to score the prompt, or max_tokens >= 1", param="max_tokens")
+        if req.logprobs is not None:
+            if req.stream:
+                return _error(400, "logprobs cannot be streamed by this server; send the request without stream", param="logprobs")
+            if type(backend).score is Backend.score:
+                return _error(501, f"the {backend.name} backend does not score text (no logprobs)", "not_implemented_error")
+        sampling = req.sampling(max(1, req.max_tokens))
         if (refused := await counter.refusal(prompts, "prompt")) is not None:
             return refused
         rid, now = f"cmpl-{uuid.uuid4().hex}", int(time.time())
-        echo = [prompts[i // sampling.n] if req.echo else "" for i in range(len(prompts) * sampling.n)]
+        shown = [p if isinstance(p, str) else await asyncio.to_thread(counter.decode, p) for p in prompts]
+        echo = [shown[i // sampling.n] if req.echo else "" for i in range(len(prompts) * sampling.n)]
 
-        def choice(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
-            return {"index": index, "text": text or "", "finish_reason": finish, "logprobs": None}
+        def choice(index: int, text: str | None, finish: str | None, logprobs: dict | None = None) -> dict[str, Any]:
+            return {"index": index, "text": text or "", "finish_reason": finish, "logprobs": logprobs}
 
         if req.stream:
             def chunk(index: int, text: str | None, finish: str | None) -> dict[str, Any]:
@@ -406,12 +443,26 @@ def create_app(backend: Backend, model_name: str, model_path: str | None = None,
 
             opening = [chunk(i, text, None) for i, text in enumerate(echo) if text]
             return event_stream(req, "complete", prompts, sampling, chunk, opening)
-        results = await generate("complete", prompts, sampling)
-        if not isinstance(results, list):
-            return results
+        if req.max_tokens == 0:  # scoring the prompt alone
+            results = [[Completion(text="", prompt_tokens=await asyncio.to_thread(counter.count, p) or 0, finish_reason="length")
+                        for _ in range(sampling.n)] for p in prompts]
+        else:
+            results = await generate("complete", prompts, sampling)
+            if not isinstance(results, list):
+                return results
         flat = [c for comps in results for c in comps]
+        scored: list[Any] = [None] * len(flat)
+        if req.logprobs is not None:
+            pairs = [(prompts[i // sampling.n], c.text if c.token_ids is None else c.token_ids) for i, c in enumerate(flat)]
+            try:
+                found = await asyncio.wrap_future(worker.submit(pairs, sampling, "score", top=req.logprobs))
+            except ValueError as exc:
+                return _error(400, f"cannot score this prompt: {exc}", param="prompt")
+            except Exception as exc:  # noqa: BLE001 - reported to the client
+                return _error(500, f"scoring failed: {type(exc).__name__}: {exc}", "server_error")
+            scored = [(lp if req.echo else lp.tail(lp.prompt_tokens)).model_dump(exclude={"prompt_tokens"}) for lp in found]
         return {"id": rid, "object": "text_completion", "created": now, "model": model_name,
-                "choices": [choice(i, echo[i] + c.text, c.finish_reason) for i, c in enumerate(flat)],
+                "choices": [choice(i, echo[i] + c.text, c.finish_reason, scored[i]) for i, c in enumerate(flat)],
                 "usage": usage(results)}
 
     return app
