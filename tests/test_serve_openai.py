@@ -238,6 +238,7 @@ def test_openai_client_completions_with_logprobs(server, local_hf):
     assert echoed.choices[0].text == prompt + text and lp.tokens == want.tokens and lp.token_logprobs[0] is None
     assert lp.token_logprobs[1:] == pytest.approx(want.token_logprobs[1:], abs=1e-4)
     ids = local_hf.tokenizer(prompt)["input_ids"]
+    assert client.completions.create(model="tiny", prompt=ids, max_tokens=5, temperature=0).choices[0].text == text
     scored = client.completions.create(model="tiny", prompt=ids, max_tokens=0, logprobs=0, echo=True)
     only = local_hf.score([ids], [""], top=0)[0]
     assert scored.choices[0].text == local_hf.tokenizer.decode(ids) and scored.usage.completion_tokens == 0
