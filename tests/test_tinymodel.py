@@ -112,3 +112,33 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
     assert summary["extra_rounds"] == 2 and summary["steps"] == 7 and [r["kept"] for r in summary["rounds"]] == [True, False, False]
     saved = load_file(tmp_path / "n" / "model.safetensors")
     assert all(torch.equal(saved[k], seen[0][k]) for k in saved)
+
+
+def test_warm_start_transcripts_answer_only_questions_of_their_forms():
+    """Nothing in the warm start supervises an answer outside its forms: every question a transcript
+    answers (the Solver's, and the Challenger's new question with its answer) is of the warm-start
+    forms, though the Challenger still steps up inside them and the Critic still sees questions one
+    step up (a score of well-formedness, no answer)."""
+    import re
+
+    from selfevolve.questions import arith
+
+    forms = arith.seed_forms()
+    def form_of(text: str) -> str | None:
+        found = arith.parse_expression(text.split("\n")[0].strip())
+        return None if found is None else "+".join(str(len(str(x))) for x in found[0])
+
+    stepped = outside_scored = 0
+    for role, chat in arith_transcripts(3000, seed=5, forms=forms):
+        prompt, reply = chat[0]["content"], chat[1]["content"]
+        if role == "solver":
+            assert form_of(prompt.rsplit("Problem:", 1)[1]) in forms
+        elif role == "challenger":
+            new = form_of(re.search(r"<question>(.*?)</question>", reply).group(1))
+            ref = form_of(prompt.rsplit("Reference:", 1)[1].split("Answer:")[0])
+            assert new in forms, reply
+            stepped += new != ref
+        elif role == "critic" and "Plan:" not in prompt:
+            shown = form_of(prompt.rsplit("Problem:", 1)[1])  # None for a corrupted question
+            outside_scored += shown is not None and shown not in forms
+    assert stepped > 50 and outside_scored > 5
