@@ -140,10 +140,10 @@ def evaluate_model(model_dir: Path, questions, params, cache: Path) -> list[int]
     if cache.exists():
         return json.loads(cache.read_text())["correct"]
     from selfevolve.backends import make_backend
-    from selfevolve.evaluation.solve import correctness
+    from selfevolve.evaluation.solve import SolveConfig, correctness
 
     with make_backend(params.model, model_path=str(model_dir)) as backend:
-        correct = correctness(backend, questions, params)
+        correct = correctness(backend, questions, SolveConfig.from_params(params))
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"model": str(model_dir), "accuracy": sum(correct) / max(1, len(correct)), "correct": correct}))
     return correct

@@ -14,6 +14,7 @@ from selfevolve.backends.base import Backend, Completion, SamplingConfig
 from selfevolve.config import BenchmarkSpec, Params, default_params_dict
 from selfevolve.questions.benchmarks import load_benchmark
 from selfevolve.evaluation.evaluate import evaluate_benchmarks
+from selfevolve.evaluation.solve import SolveConfig
 from selfevolve.evaluation.solve import benchmark_key, build_messages, graded_answer, prompt_for, summarise
 from selfevolve.verifiers.programs import humaneval_completion
 from selfevolve.stats import pass_at_k
@@ -156,7 +157,7 @@ def test_evaluate_benchmarks_grades_with_the_verifiers(tmp_path, bench_dir, huma
     params = Params(evaluation={"batch_size": 4, "max_new_tokens": 32})
     specs = [BenchmarkSpec(name="heldout", limit=4), BenchmarkSpec(name="gsm8k", limit=5, k=2),
              BenchmarkSpec(name="humaneval", limit=3, k=2), BenchmarkSpec(name=str(heldout_path), limit=6)]
-    results, m = evaluate_benchmarks(backend, specs, params, heldout=held, data_dir=bench_dir, seed=1)
+    results, m = evaluate_benchmarks(backend, specs, SolveConfig.from_params(params), heldout=held, data_dir=bench_dir, seed=1)
 
     assert m["heldout_n"] == 4 and m["heldout_accuracy"] == 0.5  # h0, h1 wrong; h2, h3 right
     assert m["heldout_accuracy_level_1"] == 0.5 and m["heldout_answered_rate"] == 1.0
@@ -180,7 +181,7 @@ def test_evaluate_benchmarks_grades_with_the_verifiers(tmp_path, bench_dir, huma
 
 def test_heldout_needs_its_file(tmp_path):
     with pytest.raises(ValueError, match="heldout"):
-        evaluate_benchmarks(ScriptedBackend(lambda p, j: ""), [BenchmarkSpec(name="heldout")], PARAMS)
+        evaluate_benchmarks(ScriptedBackend(lambda p, j: ""), [BenchmarkSpec(name="heldout")], SolveConfig.from_params(PARAMS))
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from selfevolve.config import Params
+from selfevolve.training.config import TrainConfig
 from selfevolve.records import Attempt, MathSpec, Question, Rollout, Verdict
 from selfevolve.stages.train import self_labels
 from selfevolve.training.expert_iteration import batch_plan, train_expert_iteration
@@ -100,7 +101,7 @@ def test_training_on_self_labels_teaches_them_and_replay_keeps_the_rest(tiny_mod
     before = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     with torch.no_grad():
         l0, r0 = sft_loss(before, tok, labels, 256).item(), sft_loss(before, tok, replay, 256).item()
-    summary = train_expert_iteration(tiny_model_dir, labels, replay, [], lambda m, t: next(checks), params, tmp_path / "out")
+    summary = train_expert_iteration(tiny_model_dir, labels, replay, [], lambda m, t: next(checks), TrainConfig.from_params(params), tmp_path / "out")
     after = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
     with torch.no_grad():
         l1, r1 = sft_loss(after, tok, labels, 256).item(), sft_loss(after, tok, replay, 256).item()
@@ -118,7 +119,7 @@ def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp
     params.rl.steps, params.rl.batch_size, params.rl.learning_rate = 5, 4, 3e-3
     params.model.train_precision = "float32"
     checks = iter([[1] * 10, [0] * 10])
-    summary = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: next(checks), params, tmp_path / "out")
+    summary = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: next(checks), TrainConfig.from_params(params), tmp_path / "out")
     assert summary["best_step"] == 0
     start = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
     kept = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
@@ -126,7 +127,7 @@ def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp
 
 
 def test_nothing_to_learn_saves_the_model_unchanged(tiny_model_dir, tmp_path):
-    summary = train_expert_iteration(tiny_model_dir, [], [_row(0, "a", "b")], [], lambda m, t: [1], Params(), tmp_path / "out")
+    summary = train_expert_iteration(tiny_model_dir, [], [_row(0, "a", "b")], [], lambda m, t: [1], TrainConfig(), tmp_path / "out")
     assert summary["trained"] is False and "no verified self-labels" in summary["reason"]
     assert (tmp_path / "out" / "config.json").is_file()
 
@@ -156,7 +157,7 @@ def test_other_roles_learn_their_better_rollouts_without_costing_the_solver(tiny
     losses = {}
     for name, others in (("solver_only", []), ("all_roles", good + bad)):
         checks = iter([[0] * 10, [1] * 10])
-        summary = train_expert_iteration(tiny_model_dir, labels, [], others, lambda m, t: next(checks), params, tmp_path / name)
+        summary = train_expert_iteration(tiny_model_dir, labels, [], others, lambda m, t: next(checks), TrainConfig.from_params(params), tmp_path / name)
         model = AutoModelForCausalLM.from_pretrained(tmp_path / name)
         with torch.no_grad():
             losses[name] = {k: sft_loss(model, tok, rows, 256).item() for k, rows in (("unseen", unseen), ("good", good), ("bad", bad))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from selfevolve.backends.base import Backend, Completion
+from selfevolve.backends.base import Backend, Completion, SamplingConfig
 from selfevolve.config import LoraParams, MassParams, Params, SFTParams
 from selfevolve.mass.design import DesignLimits, planner_solver, planner_solver_review, single_agent
 from selfevolve.mass.executor import run_design
@@ -143,7 +143,9 @@ def test_train_sft_with_no_chats_copies_the_model(tiny_model_dir, tmp_path):
 
 def test_search_and_collect_finds_champions_and_keeps_verified_trajectories():
     params = Params(mass=MassParams(generations=1, population=3, eval_questions=4, trajectories_per_question=2))
-    outcome = search_and_collect(HalfRight(), QUESTIONS, params, verify, seed=0)
+    run = dict(sampling=SamplingConfig(temperature=params.sampling.temperature, max_new_tokens=params.sampling.max_new_tokens),
+               max_model_len=params.model.max_model_len)
+    outcome = search_and_collect(HalfRight(), QUESTIONS, params.mass, verify, seed=0, **run)
     champions, metrics, kept = outcome.champions_json(), outcome.metrics, outcome.trajectories
     assert set(champions) == {"math"} and outcome.result.model_dump(mode="json")["champions"]["math"] == champions["math"]
     assert kept and all(t.completed and t.correct == 1.0 for t in kept)
@@ -151,7 +153,7 @@ def test_search_and_collect_finds_champions_and_keeps_verified_trajectories():
     assert 0.0 <= metrics["mass_math_accuracy"] <= 1.0 and "mass_math_single_agent_accuracy" in metrics
     assert trajectories_to_chats(kept, {q.id: q for q in QUESTIONS})
     # next cycle: the champion comes back as previous_champions
-    again = search_and_collect(HalfRight(), QUESTIONS, params, verify, seed=1, previous_champions=champions)
+    again = search_and_collect(HalfRight(), QUESTIONS, params.mass, verify, seed=1, previous_champions=champions, **run)
     assert again.metrics["mass_designs_evaluated"] >= 3
     assert single_agent().design_id in {e.design_id for e in again.result.evaluated}
 

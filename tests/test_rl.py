@@ -6,6 +6,7 @@ from selfevolve.training.advantages import role_advantages
 from selfevolve.config import Params
 from selfevolve.records import Rollout
 from selfevolve.training import rl
+from selfevolve.training.config import TrainConfig
 
 
 def _r(i, role, group, reward):
@@ -47,7 +48,7 @@ def test_one_update_raises_positive_and_lowers_negative(tiny_model_dir):
     before = seq_logp()
     old = rl.behaviour_logprobs(model, tok, batch, 512, temperature=params.sampling.temperature)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    loss, stats = rl.policy_update(model, opt, tok, batch, old, params)
+    loss, stats = rl.policy_update(model, opt, tok, batch, old, TrainConfig.from_params(params))
     after = seq_logp()
     assert after[0] > before[0], (before, after)
     assert after[1] < before[1], (before, after)
@@ -98,16 +99,16 @@ def test_grpo_trains_and_keeps_the_best_checkpoint(tiny_model_dir, tmp_path):
     params.rl.eval_every, params.rl.eval_questions = 1, 2
     params.sampling.max_new_tokens = params.evaluation.max_new_tokens = 8
     from selfevolve.backends.hf import HFBackend
-    from selfevolve.evaluation.solve import correctness
+    from selfevolve.evaluation.solve import SolveConfig, correctness
 
     qs = arith.generate(4, seed=1, levels=(1,))
     validated = []
 
     def validate(model, tokenizer):
         validated.append(1)
-        return correctness(HFBackend.from_pretrained_objects(model, tokenizer), qs[:2], params)
+        return correctness(HFBackend.from_pretrained_objects(model, tokenizer), qs[:2], SolveConfig.from_params(params))
 
-    summary = rl.train_grpo(tiny_model_dir, qs, validate, params, tmp_path / "out")
+    summary = rl.train_grpo(tiny_model_dir, qs, validate, TrainConfig.from_params(params), tmp_path / "out")
     assert len(validated) == 3
     assert summary["trained"] and summary["algorithm"] == "grpo"
     assert [p["step"] for p in summary["val_curve"]] == [0, 1, 2]
@@ -128,7 +129,7 @@ def test_checkpoint_selection_takes_only_significant_validation_gains():
     model = torch.nn.Linear(2, 1)
     sig = Params()
     sig.rl.selection = "significant"
-    sel = rl.CheckpointSelector(model, None, lambda m, tok: next(outcomes), sig)
+    sel = rl.CheckpointSelector(model, None, lambda m, tok: next(outcomes), sig.rl)
     for step in (0, 10, 20):
         with torch.no_grad():
             model.weight.fill_(float(step))
@@ -141,7 +142,7 @@ def test_checkpoint_selection_takes_only_significant_validation_gains():
     params = Params()
     params.rl.selection, params.rl.select_p = "significant", 1.0
     seq = iter([start, noise])
-    plain = rl.CheckpointSelector(model, None, lambda m, tok: next(seq), params)
+    plain = rl.CheckpointSelector(model, None, lambda m, tok: next(seq), params.rl)
     plain.check(0)
     plain.check(10)
     assert plain.best_step == 10  # without the test, +3 of 100 would be taken
@@ -159,7 +160,7 @@ def test_checkpoint_selection_corrects_for_the_number_of_checks():
         params.rl.selection = "significant"
         params.rl.steps, params.rl.eval_every = steps, 20
         seq = iter([start, [1] * (50 + gain) + [0] * (50 - gain)])
-        sel = rl.CheckpointSelector(model, None, lambda m, tok, seq=seq: next(seq), params)
+        sel = rl.CheckpointSelector(model, None, lambda m, tok, seq=seq: next(seq), params.rl)
         sel.check(0)
         sel.check(20)
         assert (sel.best_step == 20) is taken, (steps, gain, sel.curve)
@@ -225,7 +226,7 @@ def test_train_reinforce_pp_keeps_the_weight_average_not_the_last_update(tiny_mo
     params.rl.steps, params.rl.eval_every, params.rl.batch_size = 4, 2, 4
     params.rl.learning_rate, params.rl.ema_decay, params.rl.select_p = 1e-2, 0.5, 1.0
     rows = role_advantages([_r(i, "solver", f"g{i // 2}", float(i % 2)) for i in range(8)])
-    summary = rl.train_reinforce_pp(tiny_model_dir, rows, validate, params, tmp_path / "out")
+    summary = rl.train_reinforce_pp(tiny_model_dir, rows, validate, TrainConfig.from_params(params), tmp_path / "out")
     assert summary["best_step"] == 4
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
     avg, raw = made["avg"].module.state_dict(), made["raw"]
@@ -239,7 +240,7 @@ def _select(start, candidate, forms, tolerance=0.01):
     seq = iter([start, candidate])
     params = Params()
     params.rl.retention_tolerance = tolerance
-    sel = rl.CheckpointSelector(torch.nn.Linear(2, 1), None, rl.Validation(lambda m, tok: next(seq), tuple(forms)), params)
+    sel = rl.CheckpointSelector(torch.nn.Linear(2, 1), None, rl.Validation(lambda m, tok: next(seq), tuple(forms)), params.rl)
     sel.check(0)
     sel.check(10)
     return sel

@@ -96,7 +96,7 @@ def test_trained_model_loads_and_answers(project):
     one-token difference on another CPU may leave a forced tag empty."""
     from selfevolve.backends.hf import HFBackend
     from selfevolve.config import load_params
-    from selfevolve.evaluation.solve import evaluate_questions
+    from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
     from selfevolve.records import Question, read_jsonl
 
     record = json.loads((project / "models/c1-rl/rl.json").read_text())
@@ -107,7 +107,7 @@ def test_trained_model_loads_and_answers(project):
     backend = HFBackend(project / "models/c1-rl", dtype=params.model.dtype)
     try:
         assert 130e6 < backend.model.num_parameters() < 140e6
-        rows, _ = evaluate_questions(backend, questions, params, k=1)
+        rows, _ = evaluate_questions(backend, questions, SolveConfig.from_params(params), k=1)
     finally:
         backend.close()
     assert all(r["completions"][0].strip() for r in rows)

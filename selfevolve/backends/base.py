@@ -68,6 +68,23 @@ class TokenLogprobs(BaseModel):
     text_offset: list[int]
     prompt_tokens: int
 
+    @classmethod
+    def of(cls, tokens: list[str], logprobs: list[float], tops: list[list[tuple[str, float]]] | None,
+           prompt_tokens: int) -> "TokenLogprobs":
+        """From T token strings, the T - 1 log-probabilities of tokens 1..T-1 and, per position 1..T-1,
+        the most likely ``(token, logprob)`` pairs, likeliest first (None: no top lists). Tokens that
+        print alike share a key in ``top_logprobs``: the likelier one's."""
+        top: list[dict[str, float] | None] = [None] * len(tokens)
+        for j, pairs in enumerate(tops or [], start=1):
+            top[j] = {}
+            for text, value in pairs:
+                top[j].setdefault(text, value)
+        offsets = [0]
+        for t in tokens[:-1]:
+            offsets.append(offsets[-1] + len(t))
+        return cls(tokens=tokens, token_logprobs=[None, *logprobs], top_logprobs=top, text_offset=offsets[:len(tokens)],
+                   prompt_tokens=prompt_tokens)
+
     def tail(self, start: int) -> "TokenLogprobs":
         """The same object for tokens ``start..T-1`` (offsets re-based to the first of them)."""
         base = self.text_offset[start] if start < len(self.text_offset) else 0

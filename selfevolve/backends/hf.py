@@ -4,7 +4,8 @@
 (hub ids only resolve when the hub is reachable or cached; these machines run with
 ``HF_HUB_OFFLINE=1``), optionally merges a PEFT LoRA adapter, and serves
 ``Backend.chat(conversations, sampling)`` and ``complete(prompts, sampling)`` (raw text prompts,
-steps 2-4 alike), both optionally streaming text as it is generated (``RowStreamer``).
+steps 2-4 alike), both optionally streaming text as it is generated (``RowStreamer``), and
+``score`` (log-probabilities of given text, one forward pass).
 
 How a call runs:
 
@@ -23,18 +24,15 @@ How a call runs:
    computed once, at batch 1, and each micro-batch starts from a copy of that cache, laid out as
    ``[shared prefix][left padding][rest of the prompt]`` (padding is masked, so positions stay
    those of the unpadded prompt). In float32 the completions are the same as without the cache
-   (tested); in bfloat16 a near-tie may round the other way, as it does between batch shapes.
-   Measured on SmolLM2-135M (2 worked exchanges, a 211-token solver prompt sharing 198, 32 rows, 26
-   new tokens, 1 CPU thread): 2.4x faster in float32, 1.7x in bfloat16 (docs/measurements.md).
+   (tested); in bfloat16 a near-tie may round the other way, as it does between batch shapes
+   (speed-ups measured in docs/measurements.md).
 4. Generation stops per row at EOS (every id in the model's generation config and the tokenizer's
    ``eos_token_id``), at a stop string (transformers' ``StopStringCriteria``, built once per call)
    or at the row's token limit. Texts are decoded with ``skip_special_tokens=True`` and cut before
    the first stop string.
 
 Token counts: ``prompt_tokens`` is the templated prompt length; ``output_tokens`` counts generated
-tokens up to and including EOS, or up to the token that completed a stop string.
-
-Context limit: a row may generate at most ``min(max_new_tokens, max_model_len - prompt_tokens)``
+tokens up to and including EOS, or up to the token that completed a stop string. Context limit: a row may generate at most ``min(max_new_tokens, max_model_len - prompt_tokens)``
 tokens; a prompt with no room left (``prompt_tokens >= max_model_len``) is not run and yields an
 empty completion with ``finish_reason="length"`` (a warning is logged).
 
@@ -316,11 +314,11 @@ class HFBackend(Backend):
         with self._lock:
             return self._generate(self._raw_ids(prompts), sampling, on_text)
 
-    def _raw_ids(self, prompts: list[str] | list[list[int]]) -> list[list[int]]:
+    def _raw_ids(self, prompts: list[str] | list[list[int]], special: bool = True) -> list[list[int]]:
         texts = [i for i, p in enumerate(prompts) if isinstance(p, str)]
         ids: list[list[int]] = [list(p) if not isinstance(p, str) else [] for p in prompts]
         if texts:
-            for i, row in zip(texts, self.tokenizer([prompts[i] for i in texts])["input_ids"]):
+            for i, row in zip(texts, self.tokenizer([prompts[i] for i in texts], add_special_tokens=special)["input_ids"]):
                 ids[i] = list(row)
         return ids
 
@@ -328,8 +326,7 @@ class HFBackend(Backend):
               top: int = 1) -> list[TokenLogprobs]:
         """Log-probabilities of each ``prompt + continuation`` (B pairs) under the model, in float32
         from one forward pass per micro-batch of ``batch_size`` rows (right-padded); see
-        ``Backend.score``. Token strings are each id decoded alone (ids that decode alike, such as
-        byte pieces of one character, share a key in ``top_logprobs``: the likelier one's). Raises ``ValueError`` when the
+        ``Backend.score``; token strings are each id decoded alone. Raises ``ValueError`` when the
         two lists differ in length or a sequence is longer than ``max_model_len``."""
         import torch
 
@@ -337,12 +334,7 @@ class HFBackend(Backend):
             raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")
         with self._lock:
             heads = self._raw_ids(prompts)
-            tails: list[list[int]] = [list(c) if not isinstance(c, str) else [] for c in continuations]
-            texts = [i for i, c in enumerate(continuations) if isinstance(c, str)]
-            if texts:
-                for i, row in zip(texts, self.tokenizer([continuations[i] for i in texts], add_special_tokens=False)["input_ids"]):
-                    tails[i] = list(row)
-            seqs = [h + t for h, t in zip(heads, tails)]
+            seqs = [h + t for h, t in zip(heads, self._raw_ids(continuations, special=False))]
             for i, seq in enumerate(seqs):
                 if len(seq) > self.max_model_len:
                     raise ValueError(f"sequence {i} has {len(seq)} tokens, max_model_len is {self.max_model_len}")
@@ -364,20 +356,10 @@ class HFBackend(Backend):
                         picked = logp.gather(-1, ids_t[:, 1:, None]).squeeze(-1)
                         best = logp.topk(top, dim=-1) if top > 0 else None
                         for r, i in enumerate(batch):
-                            n, toks = len(seqs[i]), [text(t) for t in seqs[i]]
-                            tops: list[dict[str, float] | None] = [None]
-                            for j in range(n - 1):
-                                top_j: dict[str, float] = {}
-                                if best is not None:  # highest first: ids that decode alike keep the likelier one
-                                    for v, t in zip(best.values[r, j].tolist(), best.indices[r, j].tolist()):
-                                        top_j.setdefault(text(t), v)
-                                tops.append(top_j)
-                            offsets = [0]
-                            for t in toks[:-1]:
-                                offsets.append(offsets[-1] + len(t))
-                            out[i] = TokenLogprobs(tokens=toks, token_logprobs=[None] + picked[r, :n - 1].tolist(),
-                                                   top_logprobs=tops if top > 0 else [None] * n, text_offset=offsets,
-                                                   prompt_tokens=len(heads[i]))
+                            n = len(seqs[i])
+                            tops = None if best is None else [
+                                [(text(t), v) for v, t in zip(best.values[r, j].tolist(), best.indices[r, j].tolist())] for j in range(n - 1)]
+                            out[i] = TokenLogprobs.of([text(t) for t in seqs[i]], picked[r, :n - 1].tolist(), tops, len(heads[i]))
             finally:
                 if was_training:
                     model.train()
@@ -388,6 +370,7 @@ class HFBackend(Backend):
         """The generation behind ``chat`` and ``complete``: B prompts as token ids (B x L_i) to B
         lists of ``sampling.n`` completions. The caller holds ``self._lock``."""
         import torch
+        from tqdm import tqdm
 
         t0 = time.time()
         stats = GenerationStats(prompts=len(prompts))
@@ -433,7 +416,7 @@ class HFBackend(Backend):
                 shared, prefix = self._shared_prefix([prompts[ci] for ci in sorted({ci for ci, _ in rows})], device)
                 stats.cached_prefix_tokens = head = len(shared)  # [shared prefix][left padding][rest of the prompt]
                 shared_t = torch.tensor(shared, dtype=torch.long)
-                bar = self._progress(len(batches))
+                bar = tqdm(total=len(batches), desc="generate", unit="batch", disable=not self.progress)
                 for batch in batches:
                     tb = time.time()
                     width = max(lengths[i] for i in batch)
@@ -470,10 +453,8 @@ class HFBackend(Backend):
                     stats.padded_prompt_tokens += width * len(batch)
                     stats.per_batch_seconds.append(time.time() - tb)
                     logger.debug("micro-batch of %d rows, width %d, %d new tokens max: %.2fs", len(batch), width, new, time.time() - tb)
-                    if bar is not None:
-                        bar.update(1)
-                if bar is not None:
-                    bar.close()
+                    bar.update(1)
+                bar.close()
         finally:
             if was_training:
                 model.train()
@@ -507,13 +488,6 @@ class HFBackend(Backend):
             logger.debug("model returned no transformers Cache; prompts are not prefix-cached")
             return [], None
         return ids, cache
-
-    def _progress(self, total: int):
-        if not self.progress:
-            return None
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc="generate", unit="batch")
 
     def close(self) -> None:
         """Drop the references to the model and tokenizer (memory is freed when nothing else holds them)."""

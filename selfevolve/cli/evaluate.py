@@ -109,6 +109,7 @@ def _run_ad_hoc(model, benchmark, limit, k, backend, data_dir, out, heldout, max
     from selfevolve.config import BenchmarkSpec
     from selfevolve.questions.benchmarks import BenchmarkNotFoundError
     from selfevolve.evaluation.evaluate import evaluate_benchmarks
+    from selfevolve.evaluation.solve import SolveConfig
     from selfevolve.evaluation.solve import metric_name
     from selfevolve.paths import cycle_paths
     from selfevolve.records import Question, RecordFileError, read_jsonl, write_json, write_jsonl
@@ -132,7 +133,7 @@ def _run_ad_hoc(model, benchmark, limit, k, backend, data_dir, out, heldout, max
         fail(str(exc))
     try:
         with make_backend(params.model, model_path=model, **overrides) as be:
-            results, metrics = evaluate_benchmarks(be, specs, params, heldout=held, data_dir=data_dir, seed=seed)
+            results, metrics = evaluate_benchmarks(be, specs, SolveConfig.from_params(params), heldout=held, data_dir=data_dir, seed=seed)
     except (BenchmarkNotFoundError, RecordFileError, FileNotFoundError, ValueError, ImportError) as exc:
         fail(str(exc))
     except OSError as exc:

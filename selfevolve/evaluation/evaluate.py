@@ -1,6 +1,6 @@
 """Evaluation of one model on benchmarks: the ``evaluate`` stage's work and ``selfevolve evaluate``.
 
-``evaluate_benchmarks(backend, specs, params, heldout=None, data_dir=None, seed=0)``
+``evaluate_benchmarks(backend, specs, config, heldout=None, data_dir=None, seed=0)``
 runs, for each ``BenchmarkSpec(name, limit, k)``, :func:`selfevolve.evaluation.solve.evaluate_questions`
 on its questions: ``heldout`` is the campaign's held-out file (``data/cycles/base/heldout.jsonl``);
 a benchmark name (``gsm8k``, ``math500``, ``olympiadbench``, ``humaneval``, ``mbpp``, ...; see
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from selfevolve.backends.base import Backend
-from selfevolve.config import BenchmarkSpec, Params
-from selfevolve.evaluation.solve import HELDOUT, benchmark_key, evaluate_questions
+from selfevolve.config import BenchmarkSpec
+from selfevolve.evaluation.solve import HELDOUT, SolveConfig, benchmark_key, evaluate_questions
 from selfevolve.records import Question
 from selfevolve.seeding import derive_seed
 
@@ -44,7 +44,7 @@ def load_questions(spec: BenchmarkSpec, heldout: Sequence[Question] | None = Non
     return load_benchmark(spec.name, data_dir=data_dir, limit=spec.limit)
 
 
-def evaluate_benchmarks(backend: Backend, specs: Sequence[BenchmarkSpec], params: Params,
+def evaluate_benchmarks(backend: Backend, specs: Sequence[BenchmarkSpec], config: SolveConfig,
                         heldout: Sequence[Question] | None = None, data_dir: str | Path | None = None,
                         seed: int = 0) -> tuple[dict[str, list[dict]], dict[str, Any]]:
     """Evaluate the model behind ``backend`` on every spec.
@@ -52,8 +52,8 @@ def evaluate_benchmarks(backend: Backend, specs: Sequence[BenchmarkSpec], params
     Args:
         backend: any ``Backend`` (hf, vllm, openai).
         specs: ``BenchmarkSpec(name, limit, k)`` list (``params.evaluation.benchmarks`` in the stage).
-        params: campaign params (``evaluation.max_new_tokens``/``batch_size``, ``sampling`` for
-            k > 1, ``verifiers`` for grading).
+        config: how to answer and grade (``solve.SolveConfig``: ``SolveConfig.from_params`` of the
+            campaign's params).
         heldout: the campaign's held-out questions (needed by a ``heldout`` spec).
         data_dir: folder of the local benchmark files (``None``: ``load_benchmark``'s default).
         seed: base seed; each benchmark samples with a seed derived from (seed, name).
@@ -77,7 +77,7 @@ def evaluate_benchmarks(backend: Backend, specs: Sequence[BenchmarkSpec], params
             raise ValueError(f"benchmark {spec.name!r} with k={spec.k} is listed twice in evaluation.benchmarks")
         t0 = time.time()
         questions = load_questions(spec, heldout, data_dir)
-        rows, m = evaluate_questions(backend, questions, params, k=spec.k, spec_name=spec.name, seed=derive_seed(seed, key))
+        rows, m = evaluate_questions(backend, questions, config, k=spec.k, spec_name=spec.name, seed=derive_seed(seed, key))
         results[key] = rows
         metrics.update({f"{key}_{name}": value for name, value in m.items()})
         shown = f"pass@{spec.k}={m.get(f'pass_at_{spec.k}', 0.0):.3f} " if spec.k > 1 else ""

@@ -1,7 +1,7 @@
 """Answer questions with a model and grade the answers: the one solve-and-grade routine that the
 ``evaluate`` stage, checkpoint validation in training and the benchmarks share.
 
-``evaluate_questions(backend, questions, params, k=1)``:
+``evaluate_questions(backend, questions, SolveConfig.from_params(params), k=1)``:
 
 1. **Prompts.** One template per benchmark family in ``selfevolve/prompts/evaluation``
    (``math`` for GSM8K/MATH/OlympiadBench, ``code`` for HumanEval-style completion of a function
@@ -10,9 +10,9 @@
    is trained with, so held-out and validation numbers are comparable. Every prompt asks for the
    answer inside ``<answer></answer>``.
 2. **Sampling.** ``k == 1``: one greedy completion per question (pass@1). ``k > 1``: ``n = k``
-   samples per question at ``params.sampling.temperature`` / ``top_p``, and pass@k with the unbiased
+   samples per question at the config's ``temperature`` / ``top_p``, and pass@k with the unbiased
    estimator of Chen et al. 2021 ("Evaluating Large Language Models Trained on Code", eq. 1). Generation
-   runs in chunks of about ``params.evaluation.batch_size`` rows (prompts x samples) per call.
+   runs in chunks of about the config's ``batch_size`` rows (prompts x samples) per call.
 3. **Grading.** The ``<answer>`` content is parsed with ``selfevolve.roles.parsers.parse_solver`` and
    graded by ``selfevolve.verifiers.grading.verify_answers`` (math grader; code sandbox). For
    HumanEval the program is the prompt plus the model's body or whole function
@@ -34,9 +34,11 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Sequence
 
+from pydantic import BaseModel, ConfigDict
+
 from selfevolve import prompting
 from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
-from selfevolve.config import Params
+from selfevolve.config import Params, VerifierParams
 from selfevolve.records import INFRA_STATUSES, CodeSpec, Question
 from selfevolve.roles import parsers
 from selfevolve.roles.forcing import force_missing_answers
@@ -157,6 +159,38 @@ def generate(backend: Backend, conversations: list[Messages], sampling: Sampling
     return out
 
 
+class SolveConfig(BaseModel):
+    """What :func:`evaluate_questions` reads, and nothing else (built from a campaign's ``Params``
+    by :meth:`from_params`).
+
+    ``temperature`` / ``top_p``: sampling for k > 1 (k = 1 is greedy); ``max_new_tokens``: per
+    completion; ``batch_size``: rows (prompts x samples) per backend call; ``worked_examples``: show
+    a worked exchange before each question of ``seed_set`` (the campaign's seed set name, whose
+    exchanges are shown; a benchmark's questions get their domain's); ``force_answer_tokens``:
+    answer forcing's budget (0 = off, ``roles.forcing``); ``verifiers``: the grader and sandbox
+    limits."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 96
+    batch_size: int = 128
+    worked_examples: bool = False
+    force_answer_tokens: int = 0
+    seed_set: str = "arith"
+    verifiers: VerifierParams = VerifierParams()
+
+    @classmethod
+    def from_params(cls, params: Params) -> "SolveConfig":
+        """``sampling`` (temperature, top_p, force_answer_tokens), ``evaluation`` (max_new_tokens,
+        batch_size), ``model.worked_examples``, ``seeds.set`` and ``verifiers`` of a campaign."""
+        return cls(temperature=params.sampling.temperature, top_p=params.sampling.top_p,
+                   max_new_tokens=params.evaluation.max_new_tokens, batch_size=params.evaluation.batch_size,
+                   worked_examples=params.model.worked_examples, force_answer_tokens=params.sampling.force_answer_tokens,
+                   seed_set=params.seeds.set, verifiers=params.verifiers)
+
+
 def summarise(rows: Sequence[dict], k: int = 1) -> dict[str, float | int]:
     """Metrics of per-item rows (as written by :func:`evaluate_questions`; each has ``correct``
     (list of 0/1 per sample), ``answered``, ``finish_reasons``, ``output_tokens``, ``categories``).
@@ -196,10 +230,11 @@ def summarise(rows: Sequence[dict], k: int = 1) -> dict[str, float | int]:
     return out
 
 
-def evaluate_questions(backend: Backend, questions: Sequence[Question], params: Params, *, k: int = 1,
+def evaluate_questions(backend: Backend, questions: Sequence[Question], config: SolveConfig, *, k: int = 1,
                        prompt: str | None = None, spec_name: str | None = None, seed: int = 0,
                        max_new_tokens: int | None = None, batch_size: int | None = None) -> tuple[list[dict], dict]:
-    """Answer, grade and score ``questions`` (see the module docstring for sampling and grading).
+    """Answer, grade and score ``questions`` (see the module docstring for sampling and grading)
+    under ``config`` (:class:`SolveConfig`; ``max_new_tokens`` / ``batch_size`` override its own).
 
     ``prompt``: a template name for every question (default: :func:`prompt_for` per question).
     Returns ``(rows, metrics)``: one row per question, in order, with ``id``, ``source``, ``domain``,
@@ -213,21 +248,20 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
     questions = list(questions)
     if not questions:
         return [], summarise([], k)
-    ev = params.evaluation
+    new_tokens = max_new_tokens or config.max_new_tokens
     if k == 1:
-        sp = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens or ev.max_new_tokens, n=1)
+        sp = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=new_tokens, n=1)
     else:
-        if params.sampling.temperature == 0:
-            log.warning("pass@%d with sampling.temperature = 0: the %d samples are identical, pass@%d = pass@1", k, k, k)
-        sp = SamplingConfig(temperature=params.sampling.temperature, top_p=params.sampling.top_p,
-                            max_new_tokens=max_new_tokens or ev.max_new_tokens, n=k)
+        if config.temperature == 0:
+            log.warning("pass@%d with temperature 0: the %d samples are identical, pass@%d = pass@1", k, k, k)
+        sp = SamplingConfig(temperature=config.temperature, top_p=config.top_p, max_new_tokens=new_tokens, n=k)
     templates = [prompt or prompt_for(q, spec_name) for q in questions]
     # held-out questions of the campaign's seed set get that set's worked exchanges; a benchmark's its domain's
-    convs = [build_messages(q, t, params.model.worked_examples,
-                            None if (q.source or "").startswith("benchmark:") else params.seeds.set)
+    convs = [build_messages(q, t, config.worked_examples,
+                            None if (q.source or "").startswith("benchmark:") else config.seed_set)
              for q, t in zip(questions, templates)]
-    comps = generate(backend, convs, sp, batch_size or ev.batch_size, seed=seed)
-    forced = force_missing_answers(backend, questions, convs, comps, params.sampling.force_answer_tokens, seed)  # in place
+    comps = generate(backend, convs, sp, batch_size or config.batch_size, seed=seed)
+    forced = force_missing_answers(backend, questions, convs, comps, config.force_answer_tokens, seed)  # in place
 
     flat_q: list[Question] = []
     flat_a: list[str | None] = []
@@ -238,7 +272,7 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
             flat_q.append(q)
             flat_a.append(ans)
             flat_ids.append(f"{q.id}-s{j}")
-    verdicts = verify_answers(flat_q, flat_a, params.verifiers, ids=flat_ids)
+    verdicts = verify_answers(flat_q, flat_a, config.verifiers, ids=flat_ids)
 
     rows: list[dict] = []
     i = 0
@@ -257,8 +291,8 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], params: 
     return rows, summarise(rows, k)
 
 
-def correctness(backend: Backend, questions: Sequence[Question], params: Params, seed: int = 0) -> list[int]:
+def correctness(backend: Backend, questions: Sequence[Question], config: SolveConfig, seed: int = 0) -> list[int]:
     """Greedy 0/1 outcome per question (:func:`evaluate_questions` with k = 1): what checkpoint
     validation compares between steps (paired, so a McNemar test applies)."""
-    rows, _ = evaluate_questions(backend, questions, params, k=1, seed=seed)
+    rows, _ = evaluate_questions(backend, questions, config, k=1, seed=seed)
     return [r["correct"][0] for r in rows]

@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from selfevolve.backends.base import Backend, SamplingConfig
+from selfevolve.config import MassParams
 from selfevolve.mass.design import (
     MESSAGE_OVERHEAD_TOKENS,
     DesignLimits,
@@ -387,7 +388,7 @@ class _DomainSearch:
         })
 
 
-def run_search(backend: Backend, questions: Sequence[Question], params, verify_fn: VerifyFn | None, seed: int = 0,
+def run_search(backend: Backend, questions: Sequence[Question], params: MassParams, verify_fn: VerifyFn | None, seed: int = 0,
                previous_champions: Mapping[str, WorkflowDesign | dict] | None = None, *,
                sampling: SamplingConfig | Any | None = None, max_model_len: int = 512,
                proposal_sampling: SamplingConfig | None = None, log: Callable[[str], None] | None = None) -> SearchResult:
@@ -455,30 +456,29 @@ class MassOutcome(BaseModel):
         return {d: c.model_dump(mode="json") for d, c in self.result.champions.items()}
 
 
-def search_and_collect(backend: Backend, pool: Sequence[Question], params, verify_fn: VerifyFn | None, seed: int = 0,
+def search_and_collect(backend: Backend, pool: Sequence[Question], mass: MassParams, verify_fn: VerifyFn | None, *,
+                       sampling: SamplingConfig, max_model_len: int, seed: int = 0,
                        previous_champions: Mapping[str, Any] | None = None) -> MassOutcome:
-    """Search (:func:`run_search`), then trajectories of each domain's champion for SFT.
-
-    ``params`` is the full ``config.Params``: ``mass`` for the search, greedy design runs with
-    ``sampling.max_new_tokens`` in a window of ``model.max_model_len``; then the champion runs
-    ``mass.trajectories_per_question`` times on every pool question of its domain with
-    ``params.sampling``, and completed runs the verifier accepted are kept
+    """Search (:func:`run_search` with ``mass``: greedy design runs of ``sampling.max_new_tokens``
+    in a window of ``max_model_len`` tokens), then each domain's champion runs
+    ``mass.trajectories_per_question`` times on every pool question of its domain at ``sampling``
+    (temperature, top_p), and completed runs the verifier accepted are kept for SFT
     (``trajectories.select_for_sft``). Raises ``ValueError`` for an empty pool.
     """
     from selfevolve.mass.trajectories import collect_champion_trajectories, select_for_sft
 
-    mass, s = params.mass, params.sampling
+    s = sampling
     pool = list(pool)
     result = run_search(backend, pool, mass, verify_fn, seed=seed, previous_champions=previous_champions,
                         sampling=SamplingConfig(temperature=0.0, max_new_tokens=s.max_new_tokens),
-                        max_model_len=params.model.max_model_len)
+                        max_model_len=max_model_len)
     limits = {}
     for dom, fields in result.limits.items():
         fields = dict(fields, question_chars=max([len(q.text) for q in pool if q.domain == dom] or [1]))
         limits[dom] = DesignLimits(**fields)
     trajs = collect_champion_trajectories(
         backend, result.champions, pool, verify_fn, samples=mass.trajectories_per_question, limits=limits,
-        sampling=SamplingConfig(temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens), seed=seed)
+        sampling=s, seed=seed)
     kept = select_for_sft(trajs)
     metrics: dict[str, float] = {"mass_questions": float(len(pool)), "mass_trajectories": float(len(trajs)),
                                  "mass_trajectories_kept": float(len(kept)), "mass_designs_evaluated": float(len(result.evaluated)),

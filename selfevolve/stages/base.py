@@ -71,16 +71,18 @@ def frontier_probe(ctx: StageContext):
     (``bootstrap.frontier_k`` samples at ``sampling.temperature``), for the warm start's check of its
     own standing; None without a frontier split or with ``bootstrap.extra_rounds`` = 0."""
     from selfevolve.backends.hf import HFBackend
-    from selfevolve.evaluation.solve import evaluate_questions
+    from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
 
     bp = ctx.params.bootstrap
     questions = _probe_splits(ctx).get("frontier")
     if not questions or not bp.extra_rounds:
         return None
 
+    config = SolveConfig.from_params(ctx.params)
+
     def probe(model, tokenizer) -> float:
         backend = HFBackend.from_pretrained_objects(model, tokenizer)
-        _, m = evaluate_questions(backend, questions, ctx.params, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
+        _, m = evaluate_questions(backend, questions, config, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
         return float(m[f"pass_at_{bp.frontier_k}"] if bp.frontier_k > 1 else m["accuracy"])
 
     return probe
@@ -90,16 +92,16 @@ def standing(ctx: StageContext) -> dict:
     """Greedy accuracy of the base model on up to ``bootstrap.probe_questions`` validation questions
     of each split (``bootstrap_<split>_accuracy``) and, on the frontier split, pass@k with
     ``bootstrap.frontier_k`` samples (``bootstrap_frontier_pass_at_<k>``)."""
-    from selfevolve.evaluation.solve import evaluate_questions
+    from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
 
-    bp = ctx.params.bootstrap
+    bp, config = ctx.params.bootstrap, SolveConfig.from_params(ctx.params)
     splits = _probe_splits(ctx)
     out: dict[str, float] = {}
     with ctx.backend(ctx.base_model()) as backend:
         for split, qs in sorted(splits.items()):
-            _, m = evaluate_questions(backend, qs, ctx.params, k=1, seed=ctx.seed(f"standing-{split}"))
+            _, m = evaluate_questions(backend, qs, config, k=1, seed=ctx.seed(f"standing-{split}"))
             out[f"bootstrap_{split}_accuracy"] = m["accuracy"]
             if split == "frontier" and bp.frontier_k > 1:
-                _, m = evaluate_questions(backend, qs, ctx.params, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
+                _, m = evaluate_questions(backend, qs, config, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
                 out[f"bootstrap_frontier_pass_at_{bp.frontier_k}"] = m[f"pass_at_{bp.frontier_k}"]
     return out

@@ -7,6 +7,7 @@ import json
 import shutil
 
 from selfevolve.evaluation.evaluate import evaluate_benchmarks
+from selfevolve.evaluation.solve import SolveConfig
 from selfevolve.records import Question, read_jsonl, write_json, write_jsonl
 from selfevolve.stages.context import StageContext
 from selfevolve.verifiers.grading import verify_fn
@@ -24,7 +25,7 @@ def evaluate(ctx: StageContext) -> dict:
         shutil.rmtree(P.eval_dir)
     heldout = read_jsonl(ctx.base.heldout, Question)
     with ctx.backend(ctx.model()) as backend:
-        results, metrics = evaluate_benchmarks(backend, params.evaluation.benchmarks, params, heldout=heldout,
+        results, metrics = evaluate_benchmarks(backend, params.evaluation.benchmarks, SolveConfig.from_params(params), heldout=heldout,
                                                data_dir=ctx.data_dir, seed=ctx.seed("evaluate"))
         for key, rows in results.items():
             write_jsonl(P.eval_file(key), rows)

@@ -12,7 +12,7 @@ import shutil
 from collections import Counter, defaultdict
 from statistics import fmean
 
-from selfevolve.evaluation.solve import correctness
+from selfevolve.evaluation.solve import SolveConfig, correctness
 from selfevolve.records import Attempt, Question, Rollout, Trajectory, Verdict, read_jsonl, write_jsonl
 from selfevolve.stages.context import StageContext, log
 
@@ -121,11 +121,11 @@ def validator(ctx: StageContext, purpose: str):
     from selfevolve.backends.hf import HFBackend, in_dtype
     from selfevolve.training.rl import Validation
 
-    questions, seed = validation_questions(ctx), ctx.seed(purpose)
+    questions, seed, config = validation_questions(ctx), ctx.seed(purpose), SolveConfig.from_params(ctx.params)
 
     def validate(model, tokenizer) -> list[int]:
         backend = HFBackend.from_pretrained_objects(in_dtype(model, ctx.params.model.dtype), tokenizer)
-        return correctness(backend, questions, ctx.params, seed=seed)
+        return correctness(backend, questions, config, seed=seed)
 
     return Validation(validate, tuple(q.form for q in questions))
 
@@ -141,21 +141,22 @@ def train_rl(ctx: StageContext) -> dict:
     cycle 1 must not be trained away in cycle 2), the warm start's transcripts the replayed share,
     and the other roles' rollouts in ``rl_dataset.jsonl`` the REINFORCE++ share."""
     from selfevolve.training import rl as rl_mod
+    from selfevolve.training.config import TrainConfig
 
     P, params = ctx.paths, ctx.params
-    validate = validator(ctx, "train_rl")
+    validate, config = validator(ctx, "train_rl"), TrainConfig.from_params(params)
     if params.rl.algorithm == "expert_iteration":
         from selfevolve.training.expert_iteration import train_expert_iteration
 
         earlier = read_jsonl(P.replay, Rollout)
         verified = read_jsonl(P.self_labels, Rollout) + [r for r in earlier if r.detail.get("source") == "self_label"]
         replay = [r for r in earlier if r.detail.get("source") != "self_label"]
-        summary = train_expert_iteration(ctx.init_model(), verified, replay, read_jsonl(P.rl_dataset, Rollout), validate, params,
+        summary = train_expert_iteration(ctx.init_model(), verified, replay, read_jsonl(P.rl_dataset, Rollout), validate, config,
                                          P.rl_model, on_step=ctx.log_step)
     elif params.rl.algorithm == "grpo":
-        summary = rl_mod.train_grpo(ctx.init_model(), read_jsonl(P.solve_set, Question), validate, params, P.rl_model)
+        summary = rl_mod.train_grpo(ctx.init_model(), read_jsonl(P.solve_set, Question), validate, config, P.rl_model)
     else:
-        summary = rl_mod.train_reinforce_pp(ctx.init_model(), read_jsonl(P.rl_dataset, Rollout), validate, params, P.rl_model,
+        summary = rl_mod.train_reinforce_pp(ctx.init_model(), read_jsonl(P.rl_dataset, Rollout), validate, config, P.rl_model,
                                             on_step=ctx.log_step)
     return _numbers(summary) | {"rl_trained": int(bool(summary.get("trained")))}
 
@@ -183,12 +184,12 @@ def train_sft(ctx: StageContext) -> dict:
     if summary.get("trained") and not params.sft.keep_if_worse:
         from selfevolve.training.rl import progress_kept, retention_flags, split_accuracy
 
-        questions, seed = validation_questions(ctx), ctx.seed("train_sft")
+        questions, seed, config = validation_questions(ctx), ctx.seed("train_sft"), SolveConfig.from_params(params)
         forms = [q.form for q in questions]
 
         def outcome(model_dir) -> list[int]:
             with ctx.backend(model_dir) as backend:
-                return correctness(backend, questions, params, seed=seed)
+                return correctness(backend, questions, config, seed=seed)
 
         before, after = outcome(P.rl_model), outcome(P.model)
         retention = retention_flags(before, forms, params.rl.mastered_accuracy)

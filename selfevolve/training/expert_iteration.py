@@ -35,9 +35,9 @@ import random
 import time
 from pathlib import Path
 
-from selfevolve.config import Params
 from selfevolve.records import Rollout, write_model_summary
 from selfevolve.training.loop import fit
+from selfevolve.training.config import TrainConfig
 from selfevolve.training.rl import CheckpointSelector, Validate, load_policy, save_policy
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def _guard_numbers(curve: list[dict]) -> dict:
 
 
 def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay: list[Rollout], others: list[Rollout],
-                           validate: Validate, params: Params, out_dir: str | Path, on_step=None) -> dict:
+                           validate: Validate, config: TrainConfig, out_dir: str | Path, on_step=None) -> dict:
     """Train the model in ``model_dir`` (see the module docstring) and save the kept model to
     ``out_dir``.
 
@@ -83,9 +83,9 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
         replay: earlier rows to mix in (the warm start's transcripts).
         others: rollouts of the other roles carrying ``advantage``; those above zero are imitated.
         validate: ``validate(model, tokenizer) -> [0/1 per validation question]`` (the stage's).
-        params: ``rl`` (steps, batch_size, learning_rate, warmup_steps, decay_steps, min_lr_ratio,
-            replay_fraction, other_roles_fraction, max_grad_norm, select_p), ``model.max_model_len``
-            and ``model.train_precision``.
+        config: ``rl.TrainConfig``: ``rl`` (steps, batch_size, learning_rate, warmup_steps,
+            decay_steps, min_lr_ratio, replay_fraction, other_roles_fraction, max_grad_norm,
+            selection), ``lora``, ``seed``, ``max_model_len`` and ``train_precision``.
         on_step: ``on_step(step, metrics)`` after each update (loss, learning rate).
 
     Returns a summary (``trained``, ``steps``, ``rows_*``, ``batch_*``, ``best_step``,
@@ -94,11 +94,11 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
     ``rl.steps`` = 0) the input model is saved unchanged (``trained`` False).
     """
     t0 = time.time()
-    rl = params.rl
+    rl = config.rl
     out_dir = Path(out_dir)
     better = [r for r in others if (r.advantage or 0.0) > 0.0]
     counts = {"rows_labels": len(labels), "rows_replay": len(replay), "rows_other_roles": len(better)}
-    model, tok = load_policy(model_dir, params.model.lora)
+    model, tok = load_policy(model_dir, config.lora)
     if rl.steps == 0 or not (labels or better):
         save_policy(model, tok, out_dir)
         summary = {"trained": False, "steps": 0, **counts,
@@ -114,12 +114,12 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
 
     import torch
 
-    torch.manual_seed(params.seed)
-    select = CheckpointSelector(model, tok, validate, params, checks=1)
+    torch.manual_seed(config.seed)
+    select = CheckpointSelector(model, tok, validate, rl, checks=1)
     select.check(0)
     loss_curve = fit(model, tok, draw, steps=rl.steps, learning_rate=rl.learning_rate, warmup_steps=rl.warmup_steps,
-                     decay_steps=rl.decay_steps, min_lr_ratio=rl.min_lr_ratio, max_length=params.model.max_model_len,
-                     seed=params.seed, precision=params.model.train_precision, max_grad_norm=rl.max_grad_norm,
+                     decay_steps=rl.decay_steps, min_lr_ratio=rl.min_lr_ratio, max_length=config.max_model_len,
+                     seed=config.seed, precision=config.train_precision, max_grad_norm=rl.max_grad_norm,
                      desc="train_rl (expert iteration)", on_step=on_step)
     entry = select.check(rl.steps)
     if on_step:

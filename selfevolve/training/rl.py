@@ -35,9 +35,10 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from selfevolve.config import LoraParams, Params
+from selfevolve.config import LoraParams, RLParams
 from selfevolve.inputs import check_model_dir
 from selfevolve.records import Question, Rollout, write_model_summary
+from selfevolve.training.config import TrainConfig
 
 Validate = Callable[[object, object], list[int]]
 """``validate(model, tokenizer) -> [0/1 per validation question]``: greedy correctness of a model
@@ -111,7 +112,7 @@ def reinforce_pp_loss(logp, old_logp, ref_logp, advantages, mask, clip_eps: floa
     return loss, {"clip_frac": float(clip_frac), "kl": float(kl_mean)}
 
 
-def policy_update(model, optimizer, tokenizer, batch: list[Rollout], behaviour_logprobs: dict, params: Params):
+def policy_update(model, optimizer, tokenizer, batch: list[Rollout], behaviour_logprobs: dict, config: TrainConfig):
     """One Task-Relative REINFORCE++ update (``rl.epochs_per_batch`` gradient steps) on ``batch``.
 
     ``behaviour_logprobs`` maps rollout id -> 1-D tensor of the behaviour model's next-token
@@ -120,15 +121,15 @@ def policy_update(model, optimizer, tokenizer, batch: list[Rollout], behaviour_l
     """
     import torch
 
-    rl = params.rl
-    ids, attn, cmask = build_batch(tokenizer, batch, params.model.max_model_len)
+    rl = config.rl
+    ids, attn, cmask = build_batch(tokenizer, batch, config.max_model_len)
     old_lp = torch.zeros(cmask.shape)
     for j, r in enumerate(batch):
         o = behaviour_logprobs[r.id][: cmask.shape[1]]
         old_lp[j, : len(o)] = o
     adv = torch.tensor([r.advantage for r in batch], dtype=torch.float)
     for _ in range(rl.epochs_per_batch):
-        logp = token_logprobs(model, ids, attn, params.sampling.temperature)
+        logp = token_logprobs(model, ids, attn, config.temperature)
         loss, stats = reinforce_pp_loss(logp, old_lp, old_lp, adv, cmask, rl.clip_eps, rl.kl_coef)
         optimizer.zero_grad()
         loss.backward()
@@ -294,9 +295,8 @@ class CheckpointSelector:
     outcome.
     """
 
-    def __init__(self, model, tokenizer, validate: Validate | Validation, params: Params, checks: int | None = None):
-        self.model, self.tok, self.validate, self.params = model, tokenizer, validate, params
-        rl = params.rl
+    def __init__(self, model, tokenizer, validate: Validate | Validation, rl: RLParams, checks: int | None = None):
+        self.model, self.tok, self.validate = model, tokenizer, validate
         k = checks if checks is not None else len(check_steps(rl))
         self.threshold = rl.select_p if rl.select_p >= 1.0 else rl.select_p / k
         self.rule, self.tolerance, self.mastered = rl.selection, rl.retention_tolerance, rl.mastered_accuracy
@@ -346,7 +346,7 @@ class CheckpointSelector:
         self.best_state = snapshot(self.model)
 
 
-def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate: Validate, params: Params,
+def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate: Validate, config: TrainConfig,
                        out_dir: str | Path, on_step=None) -> dict:
     """Train with Task-Relative REINFORCE++ on rollouts that already carry advantages; save the
     best checkpoint by validation accuracy to ``out_dir``.
@@ -359,11 +359,11 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate:
     from tqdm import tqdm
 
     t0 = time.time()
-    rl = params.rl
+    rl = config.rl
     out_dir = Path(out_dir)
-    torch.manual_seed(params.seed)
-    rng = random.Random(params.seed)
-    model, tok = load_policy(model_dir, params.model.lora)
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    model, tok = load_policy(model_dir, config.lora)
 
     if not rollouts or rl.steps == 0:
         save_policy(model, tok, out_dir)
@@ -372,17 +372,17 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate:
         return summary
 
     # Behaviour (= reference) log-probs, computed once with the model that generated the rollouts.
-    old = behaviour_logprobs(model, tok, rollouts, params.model.max_model_len, temperature=params.sampling.temperature)
+    old = behaviour_logprobs(model, tok, rollouts, config.max_model_len, temperature=config.temperature)
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=rl.learning_rate, weight_decay=0.0)
     schedule = warmup_schedule(opt, rl.warmup_steps)
     average = weight_average(model, rl.ema_decay)
-    select = CheckpointSelector(average.module if average else model, tok, validate, params)
+    select = CheckpointSelector(average.module if average else model, tok, validate, rl)
     select.check(0)
     loss_curve, checks = [], check_steps(rl)
     for step in tqdm(range(1, rl.steps + 1), desc="train_rl", unit="step"):
         batch = rng.sample(rollouts, min(rl.batch_size, len(rollouts)))
-        loss, stats = policy_update(model, opt, tok, batch, old, params)
+        loss, stats = policy_update(model, opt, tok, batch, old, config)
         schedule.step()
         if average:
             average.update_parameters(model)
@@ -404,7 +404,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate:
     return summary
 
 
-def train_grpo(model_dir: str | Path, questions: list[Question], validate: Validate, params: Params,
+def train_grpo(model_dir: str | Path, questions: list[Question], validate: Validate, config: TrainConfig,
                out_dir: str | Path) -> dict:
     """GRPO (Shao et al. 2024, DeepSeekMath, group-relative advantages over ``rl.grpo_num_generations``
     samples per prompt) with TRL's ``GRPOTrainer``, online: the Solver prompts of ``questions`` are
@@ -423,8 +423,8 @@ def train_grpo(model_dir: str | Path, questions: list[Question], validate: Valid
     from selfevolve.verifiers.grading import verify_answers
 
     t0 = time.time()
-    rl, out_dir = params.rl, Path(out_dir)
-    model, tok = load_policy(model_dir, params.model.lora)
+    rl, out_dir = config.rl, Path(out_dir)
+    model, tok = load_policy(model_dir, config.lora)
     by_id = {q.id: q for q in questions}
     if not questions or rl.steps == 0:
         save_policy(model, tok, out_dir)
@@ -436,13 +436,13 @@ def train_grpo(model_dir: str | Path, questions: list[Question], validate: Valid
         texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
         qs = [by_id[i] for i in question_id]
         outs = [parsers.parse_solver(t, q.domain) for t, q in zip(texts, qs)]
-        verdicts = verify_answers(qs, [o.answer for o in outs], params.verifiers)
+        verdicts = verify_answers(qs, [o.answer for o in outs], config.verifiers)
         # None (no reward: TRL leaves the sample out) where the verifier itself failed
-        return [R.solver_reward(None, v.correct, o.format_reward, params.sage) if v.graded else None
+        return [R.solver_reward(None, v.correct, o.format_reward, config.sage) if v.graded else None
                 for v, o in zip(verdicts, outs)]
 
     average = weight_average(model, rl.ema_decay)
-    select = CheckpointSelector(average.module if average else model, tok, validate, params)
+    select = CheckpointSelector(average.module if average else model, tok, validate, rl)
     select.check(0)
     checks = check_steps(rl)
 
@@ -456,10 +456,10 @@ def train_grpo(model_dir: str | Path, questions: list[Question], validate: Valid
     g = rl.grpo_num_generations
     cfg = GRPOConfig(output_dir=str(out_dir.parent / f".{out_dir.name}.trainer"), max_steps=rl.steps,
                      per_device_train_batch_size=max(g, (rl.batch_size // g) * g), num_generations=g,
-                     max_completion_length=params.sampling.max_new_tokens, learning_rate=rl.learning_rate, beta=rl.kl_coef,
+                     max_completion_length=config.max_new_tokens, learning_rate=rl.learning_rate, beta=rl.kl_coef,
                      lr_scheduler_type="constant_with_warmup", warmup_steps=rl.warmup_steps,
-                     epsilon=rl.clip_eps, temperature=params.sampling.temperature, bf16=False, use_cpu=not torch.cuda.is_available(),
-                     report_to="none", save_strategy="no", logging_steps=max(1, rl.steps // 10), seed=params.seed)
+                     epsilon=rl.clip_eps, temperature=config.temperature, bf16=False, use_cpu=not torch.cuda.is_available(),
+                     report_to="none", save_strategy="no", logging_steps=max(1, rl.steps // 10), seed=config.seed)
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok, callbacks=[_Select()])
     trainer.train()
     model.load_state_dict(select.best_state)
