@@ -156,3 +156,28 @@ def test_an_exponent_float_is_a_number(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text((ROOT / "params.yaml").read_text().replace("learning_rate: 0.001", "learning_rate: 1e-05"))
     assert load_params(p).rl.learning_rate == 1e-05
+
+
+def test_engine_configs_take_their_fields_from_the_campaign_params():
+    """Each engine's config (``SolveConfig``, ``TrainConfig``) carries what the campaign's params say,
+    field by field, and refuses a field it does not know."""
+    import pydantic
+
+    from selfevolve.config import Params
+    from selfevolve.evaluation.solve import SolveConfig
+    from selfevolve.training.config import TrainConfig
+
+    p = Params()
+    p.sampling.temperature, p.sampling.top_p, p.sampling.force_answer_tokens = 0.7, 0.9, 12
+    p.evaluation.max_new_tokens, p.evaluation.batch_size = 33, 7
+    p.model.worked_examples, p.model.max_model_len, p.model.train_precision = True, 300, "float32"
+    p.seeds.set, p.seed, p.rl.steps, p.verifiers.math_timeout_s = "tiny-code", 9, 17, 2.5
+    p.sage.alpha, p.model.lora.enabled, p.sampling.max_new_tokens = 0.3, True, 44
+    s = SolveConfig.from_params(p)
+    assert (s.temperature, s.top_p, s.force_answer_tokens, s.max_new_tokens, s.batch_size) == (0.7, 0.9, 12, 33, 7)
+    assert s.worked_examples and s.seed_set == "tiny-code" and s.verifiers.math_timeout_s == 2.5
+    t = TrainConfig.from_params(p)
+    assert (t.seed, t.rl.steps, t.max_model_len, t.train_precision, t.temperature, t.max_new_tokens) == (9, 17, 300, "float32", 0.7, 44)
+    assert t.lora.enabled and t.sage.alpha == 0.3 and t.verifiers.math_timeout_s == 2.5
+    with pytest.raises(pydantic.ValidationError):
+        SolveConfig(temperature=0.5, sampling_temperature=0.5)
