@@ -117,8 +117,8 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
 def test_warm_start_transcripts_answer_only_questions_of_their_forms():
     """Nothing in the warm start supervises an answer outside its forms: every question a transcript
     answers (the Solver's, and the Challenger's new question with its answer) is of the warm-start
-    forms, though the Challenger still steps up inside them and the Critic still sees questions one
-    step up (a score of well-formedness, no answer)."""
+    forms; the Challenger still steps up beyond them (the question alone, no answer) and the Critic
+    still sees questions one step up (a score of well-formedness, no answer)."""
     import re
 
     from selfevolve.questions import arith
@@ -128,17 +128,16 @@ def test_warm_start_transcripts_answer_only_questions_of_their_forms():
         found = arith.parse_expression(text.split("\n")[0].strip())
         return None if found is None else "+".join(str(len(str(x))) for x in found[0])
 
-    stepped = outside_scored = 0
+    stepped_out = outside_scored = 0
     for role, chat in arith_transcripts(3000, seed=5, forms=forms):
         prompt, reply = chat[0]["content"], chat[1]["content"]
         if role == "solver":
             assert form_of(prompt.rsplit("Problem:", 1)[1]) in forms
         elif role == "challenger":
             new = form_of(re.search(r"<question>(.*?)</question>", reply).group(1))
-            ref = form_of(prompt.rsplit("Reference:", 1)[1].split("Answer:")[0])
-            assert new in forms, reply
-            stepped += new != ref
+            assert ("<answer>" in reply) == (new in forms), reply
+            stepped_out += new not in forms
         elif role == "critic" and "Plan:" not in prompt:
             shown = form_of(prompt.rsplit("Problem:", 1)[1])  # None for a corrupted question
             outside_scored += shown is not None and shown not in forms
-    assert stepped > 50 and outside_scored > 5
+    assert stepped_out > 20 and outside_scored > 5

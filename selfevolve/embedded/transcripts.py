@@ -75,11 +75,11 @@ def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None,
     * Solver: the question (with the role's plan in half of them) -> worked scratchpad + answer.
     * Challenger: a reference question of one form -> a new question one step up the ladder
       (``arith.harder_form``) or of the same form, with its answer (no worked steps: the environment
-      computes the reference of an arithmetic question, the Challenger's answer is only scored). The
-      step up stays inside ``forms``: a step onto a form outside them (the frontier) writes the
-      reference's form instead, so no transcript holds the answer to a question the warm start does
-      not teach (it used to: 637 of 60,000 were a frontier or beyond-frontier sum with its answer,
-      docs/measurements.md).
+      computes the reference of an arithmetic question, the Challenger's answer is only scored). A
+      step onto a form outside ``forms`` (the frontier) writes the question alone, without its
+      answer: the Challenger learns to step up, and no transcript holds the answer to a question
+      the warm start does not teach (637 of 60,000 did, with the answer; confining the step to
+      ``forms`` instead left the Challenger writing 97 % warm-start forms, docs/measurements.md).
     * Planner: the op's short plan. Critic: well-formed questions of the forms and one step up score
       high, corrupted ones low; the right plan scores high, another op's plan low.
     """
@@ -100,11 +100,10 @@ def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None,
             plan = plan_text(ops) if rng.random() < 0.5 else None
             out.append(_chat("solver", solver_completion(q), question=q.text, domain="math", plan=plan))
         elif role == "challenger":
-            up = harder_form(form, rng) if rng.random() < 0.67 else form
-            new = arith.make_question(rng, up if up in inside else form, f"t{i}n")
+            new = arith.make_question(rng, harder_form(form, rng) if rng.random() < 0.67 else form, f"t{i}n")
             ref = f"{q.text} Answer: {q.spec.answer}"
-            out.append(_chat("challenger", f"<question>{new.text}</question><answer>{new.spec.answer}</answer>",
-                             domain="math", reference=ref))
+            answer = f"<answer>{new.spec.answer}</answer>" if new.form in inside else ""
+            out.append(_chat("challenger", f"<question>{new.text}</question>{answer}", domain="math", reference=ref))
         elif role == "planner":
             out.append(_chat("planner", f"<plan>{plan_text(ops)}</plan>", question=q.text))
         elif role == "critic_question":
