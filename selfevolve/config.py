@@ -222,7 +222,7 @@ class RLParams(_Section):
     algorithm: Literal["expert_iteration", "reinforce_pp", "grpo"] = "expert_iteration"
     steps: int = Field(300, ge=0)
     batch_size: int = Field(64, ge=1)
-    learning_rate: float = Field(1e-3, gt=0, le=1.0)
+    learning_rate: float = Field(2e-4, gt=0, le=1.0)
     warmup_steps: int = Field(30, ge=0, description="linear learning-rate warm-up of the fresh optimizer")
     decay_steps: int = Field(60, ge=0, description="expert_iteration: the last steps anneal the rate (cosine) to min_lr_ratio")
     min_lr_ratio: float = Field(0.01, ge=0.0, le=1.0)

@@ -154,7 +154,7 @@ def test_params_yaml_validates_as_written():
 def test_an_exponent_float_is_a_number(tmp_path):
     """YAML 1.1 (PyYAML) reads 1e-05 as a string; ruamel (apply_preset) and DVC write floats so."""
     p = tmp_path / "params.yaml"
-    p.write_text((ROOT / "params.yaml").read_text().replace("learning_rate: 0.001", "learning_rate: 1e-05"))
+    p.write_text((ROOT / "params.yaml").read_text().replace("learning_rate: 0.0002 ", "learning_rate: 1e-05 "))
     assert load_params(p).rl.learning_rate == 1e-05
 
 
