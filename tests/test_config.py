@@ -179,5 +179,7 @@ def test_engine_configs_take_their_fields_from_the_campaign_params():
     t = TrainConfig.from_params(p)
     assert (t.seed, t.rl.steps, t.max_model_len, t.train_precision, t.temperature, t.max_new_tokens) == (9, 17, 300, "float32", 0.7, 44)
     assert t.lora.enabled and t.sage.alpha == 0.3 and t.verifiers.math_timeout_s == 2.5
-    with pytest.raises(pydantic.ValidationError):
-        SolveConfig(temperature=0.5, sampling_temperature=0.5)
+    with pytest.raises(pydantic.ValidationError, match="sampling_temperature"):
+        SolveConfig(**s.model_dump(), sampling_temperature=0.5)
+    with pytest.raises(pydantic.ValidationError, match="max_model_len"):  # no default of its own
+        TrainConfig(**t.model_dump(exclude={"max_model_len"}))

@@ -127,7 +127,7 @@ def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp
 
 
 def test_nothing_to_learn_saves_the_model_unchanged(tiny_model_dir, tmp_path):
-    summary = train_expert_iteration(tiny_model_dir, [], [_row(0, "a", "b")], [], lambda m, t: [1], TrainConfig(), tmp_path / "out")
+    summary = train_expert_iteration(tiny_model_dir, [], [_row(0, "a", "b")], [], lambda m, t: [1], TrainConfig.from_params(Params()), tmp_path / "out")
     assert summary["trained"] is False and "no verified self-labels" in summary["reason"]
     assert (tmp_path / "out" / "config.json").is_file()
 

@@ -32,9 +32,10 @@ How a call runs:
    the first stop string.
 
 Token counts: ``prompt_tokens`` is the templated prompt length; ``output_tokens`` counts generated
-tokens up to and including EOS, or up to the token that completed a stop string. Context limit: a row may generate at most ``min(max_new_tokens, max_model_len - prompt_tokens)``
-tokens; a prompt with no room left (``prompt_tokens >= max_model_len``) is not run and yields an
-empty completion with ``finish_reason="length"`` (a warning is logged).
+tokens up to and including EOS, or up to the token that completed a stop string. Context limit: a
+row may generate at most ``min(max_new_tokens, max_model_len - prompt_tokens)`` tokens; a prompt
+with no room left (``prompt_tokens >= max_model_len``) is not run and yields an empty completion
+with ``finish_reason="length"`` (a warning is logged).
 
 Sampling: ``temperature == 0`` is greedy; otherwise multinomial sampling with ``temperature`` and
 ``top_p`` and no top-k (``top_k=0``, as the OpenAI API and vLLM with explicit parameters do);

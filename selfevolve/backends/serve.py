@@ -101,8 +101,9 @@ class GenerationWorker:
     to ``backend.chat(inputs, sampling)`` (``kind="chat"``, B conversations) or
     ``backend.complete(inputs, sampling)`` (``kind="complete"``, B raw prompts): B lists of
     ``sampling.n`` completions, or the call's exception; ``kind="score"`` (B ``(prompt,
-    continuation)`` pairs, run alone) resolves to ``backend.score(prompts, continuations, top)``. With ``on_text`` the job runs alone and,
-    when the backend streams, ``on_text`` is passed to it (called from the worker thread).
+    continuation)`` pairs, run alone) resolves to ``backend.score(prompts, continuations, top)``.
+    With ``on_text`` the job runs alone and, when the backend streams, ``on_text`` is passed to it
+    (called from the worker thread).
     """
 
     def __init__(self, backend: Backend, max_batch_prompts: int = 64):

@@ -161,7 +161,8 @@ def generate(backend: Backend, conversations: list[Messages], sampling: Sampling
 
 class SolveConfig(BaseModel):
     """What :func:`evaluate_questions` reads, and nothing else (built from a campaign's ``Params``
-    by :meth:`from_params`).
+    by :meth:`from_params`; no field has a default of its own, so the params schema stays the one
+    place defaults live).
 
     ``temperature`` / ``top_p``: sampling for k > 1 (k = 1 is greedy); ``max_new_tokens``: per
     completion; ``batch_size``: rows (prompts x samples) per backend call; ``worked_examples``: show
@@ -172,14 +173,14 @@ class SolveConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 96
-    batch_size: int = 128
-    worked_examples: bool = False
-    force_answer_tokens: int = 0
-    seed_set: str = "arith"
-    verifiers: VerifierParams = VerifierParams()
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    batch_size: int
+    worked_examples: bool
+    force_answer_tokens: int
+    seed_set: str
+    verifiers: VerifierParams
 
     @classmethod
     def from_params(cls, params: Params) -> "SolveConfig":

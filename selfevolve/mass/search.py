@@ -462,15 +462,15 @@ def search_and_collect(backend: Backend, pool: Sequence[Question], mass: MassPar
     """Search (:func:`run_search` with ``mass``: greedy design runs of ``sampling.max_new_tokens``
     in a window of ``max_model_len`` tokens), then each domain's champion runs
     ``mass.trajectories_per_question`` times on every pool question of its domain at ``sampling``
-    (temperature, top_p), and completed runs the verifier accepted are kept for SFT
+    (temperature, top_p; each call's ``n`` and seed are the executor's), and completed runs the
+    verifier accepted are kept for SFT
     (``trajectories.select_for_sft``). Raises ``ValueError`` for an empty pool.
     """
     from selfevolve.mass.trajectories import collect_champion_trajectories, select_for_sft
 
-    s = sampling
     pool = list(pool)
     result = run_search(backend, pool, mass, verify_fn, seed=seed, previous_champions=previous_champions,
-                        sampling=SamplingConfig(temperature=0.0, max_new_tokens=s.max_new_tokens),
+                        sampling=SamplingConfig(temperature=0.0, max_new_tokens=sampling.max_new_tokens),
                         max_model_len=max_model_len)
     limits = {}
     for dom, fields in result.limits.items():
@@ -478,7 +478,7 @@ def search_and_collect(backend: Backend, pool: Sequence[Question], mass: MassPar
         limits[dom] = DesignLimits(**fields)
     trajs = collect_champion_trajectories(
         backend, result.champions, pool, verify_fn, samples=mass.trajectories_per_question, limits=limits,
-        sampling=s, seed=seed)
+        sampling=sampling, seed=seed)
     kept = select_for_sft(trajs)
     metrics: dict[str, float] = {"mass_questions": float(len(pool)), "mass_trajectories": float(len(trajs)),
                                  "mass_trajectories_kept": float(len(kept)), "mass_designs_evaluated": float(len(result.evaluated)),

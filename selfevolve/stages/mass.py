@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from selfevolve.backends.base import SamplingConfig
 from selfevolve.mass.search import search_and_collect
 from selfevolve.records import Question, Trajectory, read_jsonl, write_json, write_jsonl
 from selfevolve.stages.context import StageContext
@@ -32,10 +31,9 @@ def mass_search(ctx: StageContext) -> dict:
         return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
     pool = ctx.rng("mass_search").sample(pool, min(len(pool), params.mass.questions))
     with ctx.backend() as backend:
-        s = params.sampling
         outcome = search_and_collect(backend, pool, params.mass, verify_fn(params.verifiers), seed=ctx.seed("mass_search"),
-                                     sampling=SamplingConfig(temperature=s.temperature, top_p=s.top_p, max_new_tokens=s.max_new_tokens),
-                                     max_model_len=params.model.max_model_len, previous_champions=previous)
+                                     sampling=ctx.sampling("mass_search"), max_model_len=params.model.max_model_len,
+                                     previous_champions=previous)
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())
     write_jsonl(P.mass_trajectories, outcome.trajectories)

@@ -12,7 +12,8 @@ from selfevolve.config import LoraParams, Params, RLParams, SageParams, Verifier
 class TrainConfig(BaseModel):
     """What the policy trainers read (``rl.train_reinforce_pp``, ``rl.train_grpo``,
     ``expert_iteration.train_expert_iteration``), and nothing else; built from a campaign's
-    ``Params`` by :meth:`from_params`.
+    ``Params`` by :meth:`from_params` (no field has a default of its own: the params schema is the
+    one place defaults live).
 
     ``rl``: steps, batch, learning rate, schedule, checkpoint selection (``config.RLParams``);
     ``lora``: adapters or full fine-tuning; ``seed``: data order and initialisation;
@@ -24,15 +25,15 @@ class TrainConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rl: RLParams = RLParams()
-    lora: LoraParams = LoraParams()
-    seed: int = 0
-    max_model_len: int = 1024
-    train_precision: Literal["float32", "bfloat16"] = "bfloat16"
-    temperature: float = 1.0
-    max_new_tokens: int = 96
-    sage: SageParams = SageParams()
-    verifiers: VerifierParams = VerifierParams()
+    rl: RLParams
+    lora: LoraParams
+    seed: int
+    max_model_len: int
+    train_precision: Literal["float32", "bfloat16"]
+    temperature: float
+    max_new_tokens: int
+    sage: SageParams
+    verifiers: VerifierParams
 
     @classmethod
     def from_params(cls, params: Params) -> "TrainConfig":
