@@ -99,7 +99,10 @@ class BootstrapParams(_Section):
     frontier_k: int = Field(8, ge=1, description="samples per frontier question for the base model's pass@k")
     min_frontier_pass: float = Field(0.2, ge=0.0, le=1.0, description="the warm start keeps training while its frontier "
                                      "pass@frontier_k (on probe_questions validation questions) is below this")
-    extra_rounds: int = Field(2, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass")
+    min_seed_accuracy: float = Field(0.95, ge=0.0, le=1.0, description="... and while its greedy accuracy on the seed forms "
+                                     "(probe_questions validation questions) is below this; a round below it is kept "
+                                     "only when no round reaches it")
+    extra_rounds: int = Field(2, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
 
     @model_validator(mode="after")

@@ -97,7 +97,7 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
 
     def probe(model, tok):
         seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
-        return next(answers)
+        return {"frontier_pass": next(answers), "seed_accuracy": None}
 
     summary, _ = run_bootstrap(p, tmp_path / "m", probe=probe)
     assert [r["frontier_pass"] for r in summary["rounds"]] == [0.0, 0.1, 0.25]
@@ -112,6 +112,32 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
     assert summary["extra_rounds"] == 2 and summary["steps"] == 7 and [r["kept"] for r in summary["rounds"]] == [True, False, False]
     saved = load_file(tmp_path / "n" / "model.safetensors")
     assert all(torch.equal(saved[k], seen[0][k]) for k in saved)
+
+
+def test_warm_start_keeps_a_round_that_holds_the_seed_forms_first(tmp_path):
+    """Seed forms below ``bootstrap.min_seed_accuracy`` also buy extra rounds, and a round that holds
+    them beats one with a better frontier that does not (a foothold on unmastered seed forms was the
+    measured failure); when no round holds them, the frontier decides."""
+    from selfevolve.embedded.warm_start import run_bootstrap
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 100, 4
+    p.bootstrap.min_frontier_pass, p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.2, 0.95, 3, 2
+
+    def run(name, answers):
+        answers = iter(answers)
+        summary, _ = run_bootstrap(p, tmp_path / name, probe=lambda model, tok: dict(zip(("frontier_pass", "seed_accuracy"), next(answers))))
+        return summary["rounds"]
+
+    # frontier reached at once, seed forms not: train on; the round that holds them is kept, and it ends the search
+    rounds = run("a", [(0.4, 0.80), (0.1, 0.90), (0.25, 0.97), (0.5, 0.99)])
+    assert [r["kept"] for r in rounds] == [False, False, True] and rounds[2]["seed_accuracy"] == 0.97
+    # a seed-holding round with no foothold beats a foothold on unmastered seed forms
+    rounds = run("b", [(0.4, 0.80), (0.0, 0.96), (0.3, 0.90), (0.1, 0.90)])
+    assert [r["kept"] for r in rounds] == [False, True, False, False]
+    # none holds the seed forms: the best frontier is kept
+    rounds = run("c", [(0.1, 0.80), (0.15, 0.85), (0.05, 0.90), (0.0, 0.93)])
+    assert [r["kept"] for r in rounds] == [False, True, False, False]
 
 
 def test_warm_start_transcripts_answer_only_questions_of_their_forms():

@@ -67,23 +67,28 @@ def _probe_splits(ctx: StageContext) -> dict[str, list[Question]]:
 
 
 def frontier_probe(ctx: StageContext):
-    """``probe(model, tokenizer) -> pass@k`` of an in-memory model on the frontier's probe questions
-    (``bootstrap.frontier_k`` samples at ``sampling.temperature``), for the warm start's check of its
-    own standing; None without a frontier split or with ``bootstrap.extra_rounds`` = 0."""
+    """``probe(model, tokenizer) -> {"frontier_pass", "seed_accuracy"}`` of an in-memory model: pass@k
+    on the frontier's probe questions (``bootstrap.frontier_k`` samples at ``sampling.temperature``)
+    and greedy accuracy on the seed forms' (None without a seed split), for the warm start's check
+    of its own standing; None without a frontier split or with ``bootstrap.extra_rounds`` = 0."""
     from selfevolve.backends.hf import HFBackend
     from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
 
     bp = ctx.params.bootstrap
-    questions = _probe_splits(ctx).get("frontier")
-    if not questions or not bp.extra_rounds:
+    splits = _probe_splits(ctx)
+    if not splits.get("frontier") or not bp.extra_rounds:
         return None
 
     config = SolveConfig.from_params(ctx.params)
 
-    def probe(model, tokenizer) -> float:
+    def probe(model, tokenizer) -> dict:
         backend = HFBackend.from_pretrained_objects(model, tokenizer)
-        _, m = evaluate_questions(backend, questions, config, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
-        return float(m[f"pass_at_{bp.frontier_k}"] if bp.frontier_k > 1 else m["accuracy"])
+        _, m = evaluate_questions(backend, splits["frontier"], config, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
+        out = {"frontier_pass": float(m[f"pass_at_{bp.frontier_k}"] if bp.frontier_k > 1 else m["accuracy"]), "seed_accuracy": None}
+        if splits.get("seed"):
+            _, m = evaluate_questions(backend, splits["seed"], config, k=1, seed=ctx.seed("standing-seed"))
+            out["seed_accuracy"] = float(m["accuracy"])
+        return out
 
     return probe
 
