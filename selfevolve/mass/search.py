@@ -99,16 +99,8 @@ class SearchResult(BaseModel):
 # ----------------------------------------------------------------------------------------
 # the search
 # ----------------------------------------------------------------------------------------
-def _as_sampling(sampling: Any, default_tokens: int = 96) -> SamplingConfig:
-    if sampling is None:
-        return SamplingConfig(temperature=0.0, max_new_tokens=default_tokens)
-    if isinstance(sampling, SamplingConfig):
-        return sampling
-    return SamplingConfig(temperature=sampling.temperature, top_p=sampling.top_p, max_new_tokens=sampling.max_new_tokens)
-
-
 class _DomainSearch:
-    def __init__(self, backend: Backend, domain: str, questions: list[Question], params, verify_fn: VerifyFn | None,
+    def __init__(self, backend: Backend, domain: str, questions: list[Question], params: MassParams, verify_fn: VerifyFn | None,
                  seed: int, sampling: SamplingConfig, proposal_sampling: SamplingConfig, max_model_len: int,
                  log: Callable[[str], None]):
         self.backend, self.domain, self.params, self.verify_fn = backend, domain, params, verify_fn
@@ -390,7 +382,7 @@ class _DomainSearch:
 
 def run_search(backend: Backend, questions: Sequence[Question], params: MassParams, verify_fn: VerifyFn | None, seed: int = 0,
                previous_champions: Mapping[str, WorkflowDesign | dict] | None = None, *,
-               sampling: SamplingConfig | Any | None = None, max_model_len: int = 512,
+               sampling: SamplingConfig | None = None, max_model_len: int = 512,
                proposal_sampling: SamplingConfig | None = None, log: Callable[[str], None] | None = None) -> SearchResult:
     """Evolve workflow designs per domain and return the champions.
 
@@ -405,8 +397,7 @@ def run_search(backend: Backend, questions: Sequence[Question], params: MassPara
         seed: makes sampling of questions, parents, operators and backend seeds deterministic.
         previous_champions: domain -> design (or its JSON dict) from the previous cycle; it joins
             generation 0 and keeps the title on ties.
-        sampling: ``SamplingConfig`` or ``config.SamplingParams`` for the design runs (default greedy,
-            96 new tokens); its ``max_new_tokens`` is also the per-call allowance the guardrails use.
+        sampling: the design runs' ``SamplingConfig`` (default greedy, 96 new tokens); its ``max_new_tokens`` is also the per-call allowance the guardrails use.
         max_model_len: the context window the budget check uses (``ModelParams.max_model_len``).
         proposal_sampling: for model proposals/merges (default temperature 1.0, up to 512 new tokens,
             cut to the room left in the window).
@@ -417,7 +408,7 @@ def run_search(backend: Backend, questions: Sequence[Question], params: MassPara
     """
     if not questions:
         raise ValueError("run_search needs at least one question")
-    sampling = _as_sampling(sampling)
+    sampling = sampling or SamplingConfig(temperature=0.0, max_new_tokens=96)
     proposal_sampling = proposal_sampling or SamplingConfig(temperature=1.0, max_new_tokens=512)
     log = log or (lambda _msg: None)
     previous_champions = dict(previous_champions or {})
