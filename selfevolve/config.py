@@ -94,14 +94,11 @@ class BootstrapParams(_Section):
     batch_size: int = Field(32, ge=1)
     learning_rate: float = Field(2e-3, gt=0, le=1.0)
     decay_fraction: float = Field(0.2, ge=0.0, le=1.0, description="the last share of steps anneals the learning rate")
-    probe_questions: int = Field(200, ge=1, description="validation questions per split on which the base model's standing "
-                                 "is measured (greedy accuracy; frontier pass@k)")
+    probe_questions: int = Field(200, ge=1, description="validation questions per split for the base model's standing")
     frontier_k: int = Field(8, ge=1, description="samples per frontier question for the base model's pass@k")
-    min_frontier_pass: float = Field(0.2, ge=0.0, le=1.0, description="the warm start keeps training while its frontier "
-                                     "pass@frontier_k (on probe_questions validation questions) is below this")
-    min_seed_accuracy: float = Field(0.95, ge=0.0, le=1.0, description="... and while its greedy accuracy on the seed forms "
-                                     "(probe_questions validation questions) is below this; a round below it is kept "
-                                     "only when no round reaches it")
+    min_frontier_pass: float = Field(0.2, ge=0.0, le=1.0, description="train on while frontier pass@frontier_k is below this")
+    min_seed_accuracy: float = Field(0.95, ge=0.0, le=1.0, description="... or its greedy seed-form accuracy is below "
+                                     "this (a round below it is kept only when no round reaches it)")
     extra_rounds: int = Field(2, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
 

@@ -6,6 +6,7 @@
     data/cycles/base/val.jsonl       validation questions (checkpoint selection in training)
     data/cycles/base/heldout.jsonl   held-out test questions (evaluate)
     data/cycles/base/replay.jsonl    the warm start's transcripts (replayed while training cycles)
+    data/cycles/base/self_labels.jsonl, earlier_labels.jsonl   empty: the base cycle learned from no self-labels
     models/base/                     the bootstrapped model (or reference.json naming a hub model)
     data/cycles/<c>/...              one folder per cycle (stage outputs below)
     data/cycles/<c>/mass/            MASS search result, champions, champion trajectories
@@ -116,9 +117,14 @@ class CyclePaths:
 
     @property
     def replay(self) -> Path:
-        """Earlier rows replayed while training this cycle: the warm start's transcripts (base) and
-        every earlier cycle's self-labels."""
+        """The warm start's transcripts, replayed while training every cycle (base cycle only)."""
         return self._f("replay.jsonl")
+
+    @property
+    def earlier_labels(self) -> Path:
+        """Every earlier cycle's self-labels (the starting cycle's ``earlier_labels`` plus its
+        ``self_labels``): trained on again with this cycle's, so a skill learned once is kept."""
+        return self._f("earlier_labels.jsonl")
 
     @property
     def sft_dataset(self) -> Path:

@@ -61,6 +61,37 @@ def test_self_labels_are_verified_answers_in_the_solvers_format():
     assert counts["self_labels_malformed"] == 3
 
 
+def test_each_cycle_carries_every_earlier_cycles_self_labels_and_no_other_rows(tmp_path):
+    """``datasets`` writes a cycle's earlier labels as its start's earlier labels plus its start's
+    self-labels (c2 trains again on what c1 and c0 labelled), and nothing else: the warm start's
+    transcripts stay in the base cycle's replay, which ``train_rl`` reads directly."""
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import read_jsonl, write_jsonl
+    from selfevolve.stages.context import StageContext
+    from selfevolve.stages.train import datasets
+
+    params = Params()
+    params.mass.enabled = False
+    label = lambda i, c: Rollout(id=f"l{i}", role="solver", group=f"g{i}", question_id=f"q{i}", prompt="P", completion="C", reward=1.0,
+                                 detail={"source": "self_label", "cycle": c})
+    base = cycle_paths("base", tmp_path)
+    base.dir.mkdir(parents=True)
+    write_jsonl(base.replay, [Rollout(id="t0", role="solver", group="t", question_id="t", prompt="P", completion="C", reward=1.0)])
+    write_jsonl(base.earlier_labels, [label(0, "c0")])
+    write_jsonl(base.self_labels, [label(1, "base")])
+    for c, init_labels in (("c1", None), ("c2", [label(2, "c1")])):
+        P = cycle_paths(c, tmp_path)
+        P.dir.mkdir(parents=True)
+        for f in (P.rollouts, P.pool, P.solve_set, P.attempts, P.verdicts):
+            write_jsonl(f, [])
+        if init_labels:
+            write_jsonl(cycle_paths("c1", tmp_path).self_labels, init_labels)
+        metrics = datasets(StageContext(params, c, tmp_path))
+    assert [r.id for r in read_jsonl(cycle_paths("c1", tmp_path).earlier_labels, Rollout)] == ["l0", "l1"]
+    assert [r.id for r in read_jsonl(cycle_paths("c2", tmp_path).earlier_labels, Rollout)] == ["l0", "l1", "l2"]
+    assert metrics["earlier_labels"] == 3
+
+
 def test_self_labels_do_not_repeat_a_completion():
     q = _q(7)
     attempts, verdicts = _tries(q, [1, 1, 0, 0], same_text=True)

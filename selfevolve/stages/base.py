@@ -38,21 +38,26 @@ def bootstrap(ctx: StageContext) -> dict:
     if is_gguf_source(params.model.base):
         info = convert(locate(params.model.base, ctx.root), out)
         (out / "reference.json").write_text(json.dumps({"model": params.model.base, "converted": "gguf", **info}, indent=2))
-        write_jsonl(ctx.base.replay, [])
-        write_jsonl(ctx.base.self_labels, [])
+        _no_labels_yet(ctx, replay=[])
         numbers = {k: v for k, v in info.items() if isinstance(v, (int, float))}
         return {"embedded": 0, **numbers, **standing(ctx)}
     if params.model.base != EMBEDDED:
         out.mkdir(parents=True, exist_ok=True)
         (out / "reference.json").write_text(json.dumps({"model": params.model.base, "backend": params.model.backend}, indent=2))
-        write_jsonl(ctx.base.replay, [])
-        write_jsonl(ctx.base.self_labels, [])
+        _no_labels_yet(ctx, replay=[])
         return {"embedded": 0, **standing(ctx)}
     summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question), probe=frontier_probe(ctx))
-    write_jsonl(ctx.base.replay, rows)
-    write_jsonl(ctx.base.self_labels, [])  # the base cycle learned from no self-labels (every cycle reads its start's)
+    _no_labels_yet(ctx, replay=rows)
     numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
     return {"embedded": 1, "replay_rows": len(rows), **numbers, **standing(ctx)}
+
+
+def _no_labels_yet(ctx: StageContext, replay: list) -> None:
+    """The base cycle's replay (the warm start's transcripts) and its self-labels and earlier
+    labels, both empty: every cycle reads those of the cycle it starts from."""
+    write_jsonl(ctx.base.replay, replay)
+    write_jsonl(ctx.base.self_labels, [])
+    write_jsonl(ctx.base.earlier_labels, [])
 
 
 def _probe_splits(ctx: StageContext) -> dict[str, list[Question]]:

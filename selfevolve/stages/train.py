@@ -64,8 +64,8 @@ def datasets(ctx: StageContext) -> dict:
       expert_iteration`` the Solver learns from its self-labels instead, so its rollouts stay out.
     * ``self_labels.jsonl``: the Solver's verified, well-formed completions of questions in
       ``sage.frontier_band`` (:func:`self_labels`; none when ``sage.ablation.train_solver`` is off).
-    * ``replay.jsonl``: earlier rows: the starting cycle's replay plus its self-labels (the base
-      cycle's replay is the warm start's transcripts; ``detail.source`` tells them apart).
+    * ``earlier_labels.jsonl``: every earlier cycle's self-labels (the starting cycle's earlier
+      labels plus its self-labels).
     * ``sft_dataset.jsonl``: the MASS champion's trajectories as chats.
     """
     from selfevolve.mass.sft_data import chats_to_records, trajectories_to_chats
@@ -85,8 +85,8 @@ def datasets(ctx: StageContext) -> dict:
         labels, label_counts = self_labels(read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt), verdicts,
                                            params.sage.frontier_band, rl.labels_per_question, ctx.cycle)
     write_jsonl(P.self_labels, labels)
-    replay = read_jsonl(ctx.init.replay, Rollout) + read_jsonl(ctx.init.self_labels, Rollout)
-    write_jsonl(P.replay, replay)
+    earlier = read_jsonl(ctx.init.earlier_labels, Rollout) + read_jsonl(ctx.init.self_labels, Rollout)
+    write_jsonl(P.earlier_labels, earlier)
     chats = []
     if params.mass.enabled and P.mass_trajectories.exists():
         questions = {q.id: q for q in read_jsonl(P.pool, Question)}
@@ -95,7 +95,7 @@ def datasets(ctx: StageContext) -> dict:
     counts = Counter(r.role for r in rl_rows)
     levels = Counter(r.detail.get("level") for r in labels)
     return {"rl_rows": len(rl_rows), "rl_rows_dropped": len(rollouts) - len(rl_rows), "sft_rows": len(chats),
-            "replay_rows": len(replay), **label_counts, **{f"rl_rows_{k}": v for k, v in counts.items()},
+            "earlier_labels": len(earlier), **label_counts, **{f"rl_rows_{k}": v for k, v in counts.items()},
             **{f"self_labels_level_{k}": v for k, v in sorted(levels.items(), key=lambda kv: str(kv[0])) if k is not None}}
 
 
@@ -148,10 +148,9 @@ def train_rl(ctx: StageContext) -> dict:
     if params.rl.algorithm == "expert_iteration":
         from selfevolve.training.expert_iteration import train_expert_iteration
 
-        earlier = read_jsonl(P.replay, Rollout)
-        verified = read_jsonl(P.self_labels, Rollout) + [r for r in earlier if r.detail.get("source") == "self_label"]
-        replay = [r for r in earlier if r.detail.get("source") != "self_label"]
-        summary = train_expert_iteration(ctx.init_model(), verified, replay, read_jsonl(P.rl_dataset, Rollout), validate, config,
+        verified = read_jsonl(P.self_labels, Rollout) + read_jsonl(P.earlier_labels, Rollout)
+        summary = train_expert_iteration(ctx.init_model(), verified, read_jsonl(ctx.base.replay, Rollout),
+                                         read_jsonl(P.rl_dataset, Rollout), validate, config,
                                          P.rl_model, on_step=ctx.log_step)
     elif params.rl.algorithm == "grpo":
         summary = rl_mod.train_grpo(ctx.init_model(), read_jsonl(P.solve_set, Question), validate, config, P.rl_model)
