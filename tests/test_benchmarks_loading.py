@@ -156,7 +156,7 @@ def test_answer_helpers():
 @pytest.mark.slow
 def test_reference_solutions_pass_in_the_sandbox(bench_dir):
     """MBPP validation ids: the dataset's own solutions pass their tests through the sandbox."""
-    from selfevolve.verifiers.grading import grade_predictions
+    from selfevolve.evaluation.metrics import grade_predictions
 
     qs = load_benchmark("mbpp", data_dir=bench_dir, split="validation")
     metrics, failures = grade_predictions(qs, [{"id": q.id, "completion": q.spec.reference_solution} for q in qs], code_timeout_s=20.0)

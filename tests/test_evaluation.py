@@ -15,7 +15,8 @@ from selfevolve.config import BenchmarkSpec, Params, default_params_dict
 from selfevolve.questions.benchmarks import load_benchmark
 from selfevolve.evaluation.evaluate import evaluate_benchmarks
 from selfevolve.evaluation.solve import SolveConfig
-from selfevolve.evaluation.solve import benchmark_key, build_messages, graded_answer, prompt_for, summarise
+from selfevolve.evaluation.metrics import summarise
+from selfevolve.evaluation.solve import benchmark_key, build_messages, graded_answer, prompt_for
 from selfevolve.verifiers.programs import humaneval_completion
 from selfevolve.stats import pass_at_k
 from selfevolve.records import MathSpec, Question, write_jsonl
@@ -49,16 +50,16 @@ def _row(correct, level=None, cats=None):
 
 def test_summarise_averages_pass_at_k_over_questions():
     rows = [_row([1, 0], level=1, cats={"subject": "Number Theory"}), _row([0, 0], level=1), _row([1, 1], level=2)]
-    m = summarise(rows, k=2)
+    m = summarise(rows, {1, 2})
     assert m["n"] == 3 and m["samples"] == 6
     assert m["accuracy"] == pytest.approx(0.5) and m["pass_at_1"] == pytest.approx(0.5)
     assert m["pass_at_2"] == pytest.approx((1 + 0 + 1) / 3, abs=1e-6)
     assert m["accuracy_level_1"] == 0.25 and m["accuracy_level_2"] == 1.0
     assert m["accuracy_subject_number_theory"] == 0.5
     assert all("@" not in key and " " not in key for key in m)  # MLflow-safe names
-    assert summarise([], k=3) == {"n": 0, "samples": 0, "accuracy": 0.0, "pass_at_1": 0.0, "pass_at_3": 0.0}
+    assert summarise([], {1, 3}) == {"n": 0, "samples": 0, "accuracy": 0.0, "pass_at_1": 0.0, "pass_at_3": 0.0}
     with pytest.raises(ValueError, match="pass@3 needs"):
-        summarise(rows, k=3)
+        summarise(rows, 3)
 
 
 # ------------------------------------------------------------------------------------------

@@ -109,7 +109,8 @@ def _run_ad_hoc(model, benchmark, limit, k, backend, data_dir, out, heldout, max
     from selfevolve.config import BenchmarkSpec
     from selfevolve.questions.benchmarks import BenchmarkNotFoundError
     from selfevolve.evaluation.evaluate import evaluate_benchmarks
-    from selfevolve.evaluation.solve import SolveConfig, metric_name
+    from selfevolve.evaluation.metrics import metric_name
+    from selfevolve.evaluation.solve import SolveConfig
     from selfevolve.paths import cycle_paths
     from selfevolve.records import Question, RecordFileError, read_jsonl, write_json, write_jsonl
 

@@ -49,7 +49,7 @@ def grade(
 
     from selfevolve.questions.benchmarks import BenchmarkNotFoundError, load_benchmark
     from selfevolve.records import RecordFileError, write_jsonl
-    from selfevolve.verifiers.grading import grade_predictions, read_predictions
+    from selfevolve.evaluation.metrics import grade_predictions, read_predictions
 
     if not predictions.is_file():
         fail(f"predictions file not found: {predictions}")

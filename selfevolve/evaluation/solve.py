@@ -18,9 +18,9 @@
    HumanEval the program is the prompt plus the model's body or whole function
    (``selfevolve.verifiers.programs``). A completion without an ``<answer>`` is wrong (``no_answer``).
 
-``summarise(rows, k)`` turns the per-question rows into metrics: ``n``, ``samples``, ``accuracy``
-(mean correctness over all samples), ``pass_at_1``, ``pass_at_<k>`` (k > 1), ``answered_rate``,
-``truncated_rate``, ``mean_output_tokens``, ``accuracy_level_<L>`` and ``accuracy_<category>_<value>``
+``selfevolve.evaluation.metrics.summarise`` turns the per-question rows into metrics (the shape
+``selfevolve grade`` reports too): ``n``, ``samples``, ``accuracy``, ``pass_at_1``, ``pass_at_<k>``,
+``answered_rate``, ``truncated_rate``, ``mean_output_tokens``, ``accuracy_<category>_<value>``
 (``Question.categories()``). pass@k is spelled ``pass_at_k`` because MLflow metric names may not
 contain ``@``.
 """
@@ -28,23 +28,21 @@ contain ``@``.
 from __future__ import annotations
 
 import logging
-import re
-from collections import defaultdict
 from pathlib import Path
-from statistics import fmean
-from typing import Any, Sequence
+from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
 from selfevolve import prompting
 from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig
 from selfevolve.config import Params, VerifierParams
-from selfevolve.records import INFRA_STATUSES, CodeSpec, Question
+from selfevolve.records import CodeSpec, Question
 from selfevolve.roles import parsers
 from selfevolve.roles.forcing import force_missing_answers
 from selfevolve.seeding import derive_seed
 from selfevolve.stats import pass_at_k
-from selfevolve.verifiers.grading import natural_key, verify_answers
+from selfevolve.evaluation.metrics import metric_name, summarise
+from selfevolve.verifiers.grading import verify_answers
 from selfevolve.verifiers.programs import code_program, humaneval_completion
 
 log = logging.getLogger("selfevolve")
@@ -65,12 +63,6 @@ PROMPTS: dict[str, str] = {
     "mbpp": "mbpp",
     "mbpp-sanitized": "mbpp",
 }
-
-
-def metric_name(text: Any) -> str:
-    """A metric-name-safe token: lowercased, runs of characters other than letters, digits,
-    ``_``, ``-`` and ``.`` replaced by ``_`` (MLflow accepts these; ``@`` and spaces are not wanted)."""
-    return re.sub(r"[^a-z0-9_.\-]+", "_", str(text).lower()).strip("_") or "none"
 
 
 def benchmark_key(name: str) -> str:
@@ -192,45 +184,6 @@ class SolveConfig(BaseModel):
                    seed_set=params.seeds.set, verifiers=params.verifiers)
 
 
-def summarise(rows: Sequence[dict], k: int = 1) -> dict[str, float | int]:
-    """Metrics of per-item rows (as written by :func:`evaluate_questions`; each has ``correct``
-    (list of 0/1 per sample), ``answered``, ``finish_reasons``, ``output_tokens``, ``categories``).
-
-    Returns ``n``, ``samples``, ``accuracy`` (mean over all samples), ``pass_at_1`` (unbiased
-    estimator, mean over questions), ``pass_at_<k>`` when ``k > 1``, ``infra_errors`` (samples the
-    verifier could not grade, counted here as not correct), ``answered_rate``,
-    ``truncated_rate``, ``mean_output_tokens``, ``accuracy_level_<L>`` and
-    ``accuracy_<category>_<value>``. With no rows: ``n`` 0 and ``accuracy`` 0.0. Raises
-    ``ValueError`` if a row has fewer than ``k`` samples."""
-    if not rows:
-        return {"n": 0, "samples": 0, "accuracy": 0.0, "pass_at_1": 0.0, **({f"pass_at_{k}": 0.0} if k > 1 else {})}
-    samples = [c for r in rows for c in r["correct"]]
-    for r in rows:
-        if len(r["correct"]) < k:
-            raise ValueError(f"question {r.get('id')!r} has {len(r['correct'])} samples, pass@{k} needs at least {k}")
-    out: dict[str, float | int] = {
-        "n": len(rows),
-        "samples": len(samples),
-        "accuracy": round(fmean(samples), 6),
-        "pass_at_1": round(fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), 1) for r in rows), 6),
-    }
-    if k > 1:
-        out[f"pass_at_{k}"] = round(fmean(pass_at_k(len(r["correct"]), int(sum(r["correct"])), k) for r in rows), 6)
-    out["infra_errors"] = sum(s in INFRA_STATUSES for r in rows for s in r.get("status", []))
-    out["answered_rate"] = round(fmean(a for r in rows for a in r["answered"]), 6)
-    out["truncated_rate"] = round(fmean(f == "length" for r in rows for f in r["finish_reasons"]), 6)
-    out["forced_rate"] = round(fmean(f for r in rows for f in r.get("forced", [0] * len(r["answered"]))), 6)
-    out["mean_output_tokens"] = round(fmean(t for r in rows for t in r["output_tokens"]), 3)
-    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for r in rows:
-        for key, val in (r.get("categories") or {}).items():
-            groups[(key, val)].extend(r["correct"])
-
-    for (key, val), cs in sorted(groups.items(), key=lambda kv: (kv[0][0], natural_key(kv[0][1]))):
-        out[f"accuracy_{metric_name(key)}_{metric_name(val)}"] = round(fmean(cs), 6)
-    return out
-
-
 def evaluate_questions(backend: Backend, questions: Sequence[Question], config: SolveConfig, *, k: int = 1,
                        prompt: str | None = None, spec_name: str | None = None, seed: int = 0,
                        max_new_tokens: int | None = None, batch_size: int | None = None) -> tuple[list[dict], dict]:
@@ -248,7 +201,7 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], config: 
         raise ValueError(f"k must be >= 1, got {k}")
     questions = list(questions)
     if not questions:
-        return [], summarise([], k)
+        return [], summarise([], {1, k})
     new_tokens = max_new_tokens or config.max_new_tokens
     if k == 1:
         sp = SamplingConfig(temperature=0.0, top_p=1.0, max_new_tokens=new_tokens, n=1)
@@ -289,7 +242,7 @@ def evaluate_questions(backend: Backend, questions: Sequence[Question], config: 
             "c": sum(correct), "pass_at_k": pass_at_k(len(correct), sum(correct), k),
         })
         i += len(cs)
-    return rows, summarise(rows, k)
+    return rows, summarise(rows, {1, k})
 
 
 def correctness(backend: Backend, questions: Sequence[Question], config: SolveConfig, seed: int = 0) -> list[int]:
