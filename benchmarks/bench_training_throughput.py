@@ -10,6 +10,8 @@ draws ``bootstrap.batch_size`` transcripts, tokenises them through the chat temp
 - *fit phases*: the library's step, timed per phase (tokenise + pad / forward / backward /
   optimizer), with tokens per second counted two ways: real tokens (what the data holds) and
   padded positions (what the matmuls process);
+- *sdpa attention*: the same steps with PyTorch's scaled-dot-product kernels instead of the eager
+  attention the library trains with on the CPU (``training.rl.training_attention``);
 - *pre-tokenised*: the same steps with every transcript tokenised once up front (what a
   tokenised dataset reused across steps would save);
 - *TRL*: ``trl.SFTTrainer`` (completion-only loss, the same batch size, learning rate and
@@ -135,8 +137,10 @@ def trl_run(model_dir: Path, rows, steps: int, batch_size: int, lr: float, preci
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
+    from selfevolve.training.rl import training_attention
+
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = training_attention(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32))  # as fit's
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": r.prompt}],
                                "completion": [{"role": "assistant", "content": r.completion}]} for r in rows])
     cfg = SFTConfig(output_dir=str(out), max_steps=steps, per_device_train_batch_size=batch_size, learning_rate=lr,
@@ -167,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     from selfevolve.embedded import tinymodel
     from selfevolve.embedded.transcripts import as_rows
     from selfevolve.embedded.warm_start import warm_start_transcripts
+    from selfevolve.training.rl import training_attention
 
     torch.set_num_threads(args.threads)
     params = load_params(args.params)
@@ -176,10 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = as_rows(transcripts)
     tok = tinymodel.build_tokenizer((m["content"] for _, c in transcripts for m in c), vocab_size=bp.vocab_size)
 
-    def fresh():
-        return tinymodel.build_model(tok, hidden_size=bp.hidden_size, num_layers=bp.num_layers, num_heads=bp.num_heads,
-                                     intermediate_size=bp.intermediate_size, max_position_embeddings=bp.max_position_embeddings,
-                                     seed=params.seed)
+    def fresh(attention: str | None = None):  # the warm start's model, with the attention it trains with unless told
+        model = training_attention(tinymodel.build_model(tok, hidden_size=bp.hidden_size, num_layers=bp.num_layers,
+                                                         num_heads=bp.num_heads, intermediate_size=bp.intermediate_size,
+                                                         max_position_embeddings=bp.max_position_embeddings, seed=params.seed))
+        if attention:
+            model.set_attn_implementation(attention)
+        return model
 
     precision = params.model.train_precision
     common = dict(steps=args.steps, batch_size=bp.batch_size, lr=bp.learning_rate, precision=precision,
@@ -205,7 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\npre-tokenised: {pre['seconds']:.2f} s ({pre['setup_seconds']:.2f} s to tokenise {len(rows)} rows once), "
           f"{pre['real_tokens'] / pre['seconds']:,.0f} real tokens/s")
 
-    rows_out = [("fit / pre-tokenised", base["seconds"] / pre["seconds"])]
+    model = fresh("sdpa")
+    sdpa = fit_phases(model, tok, rows, **common)
+    print(f"\nsdpa attention (PyTorch's CPU flash-attention kernels): {sdpa['seconds']:.2f} s, "
+          f"backward {sdpa['phases']['backward'] / sdpa['seconds']:.0%} of the step, loss {sdpa['final_loss']:.3f}")
+
+    rows_out = [("fit / pre-tokenised", base["seconds"] / pre["seconds"]),
+                (f"sdpa / {fresh().config._attn_implementation} attention (per step)", sdpa["seconds"] / base["seconds"])]
     if not args.skip_trl:
         with tempfile.TemporaryDirectory() as tmp:
             model = fresh()

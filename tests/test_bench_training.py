@@ -42,3 +42,25 @@ def test_training_flops_are_six_per_matmul_parameter_and_token_plus_attention(se
         matmul += model.get_input_embeddings().weight.numel()
     assert bench.training_flops(model, 1000, 50.0) == 6 * matmul * 1000 + 12 * 2 * 32 * 50.0 * 1000
     assert matmul < sum(p.numel() for p in model.parameters())  # norms and (untied) embeddings are not matmuls
+
+
+def test_training_runs_eager_attention_on_the_cpu_same_loss_and_the_saved_model_keeps_the_default(setup, tmp_path):
+    """``training_attention`` swaps the kernel, not the method: the same steps give the same loss
+    with eager and sdpa attention; the policy loader applies it; a saved model does not carry it."""
+    import torch
+
+    from selfevolve.config import LoraParams
+    from selfevolve.training.rl import load_policy, training_attention
+
+    tok, rows = setup
+    eager, sdpa = training_attention(_model(tok)), _model(tok)
+    sdpa.set_attn_implementation("sdpa")
+    assert not torch.cuda.is_available() and eager.config._attn_implementation == "eager"
+    args = dict(steps=3, batch_size=8, lr=1e-3, precision="float32", max_length=512)
+    assert bench.fit_phases(eager, tok, rows, **args)["final_loss"] == pytest.approx(
+        bench.fit_phases(sdpa, tok, rows, **args)["final_loss"], rel=1e-4)
+    eager.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    assert "eager" not in (tmp_path / "m" / "config.json").read_text()
+    model, _ = load_policy(tmp_path / "m", LoraParams())
+    assert model.config._attn_implementation == "eager"

@@ -68,7 +68,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     from selfevolve.embedded import tinymodel
     from selfevolve.embedded.transcripts import as_rows
     from selfevolve.training.loop import fit
-    from selfevolve.training.rl import snapshot
+    from selfevolve.training.rl import snapshot, training_attention
 
     t0 = time.time()
     out_dir = Path(out_dir)
@@ -81,6 +81,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     model = tinymodel.build_model(tok, hidden_size=bp.hidden_size, num_layers=bp.num_layers, num_heads=bp.num_heads,
                                   intermediate_size=bp.intermediate_size, max_position_embeddings=bp.max_position_embeddings,
                                   seed=params.seed)
+    training_attention(model)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("tiny model: %d parameters, vocabulary %d, %d transcripts", n_params, len(tok), len(transcripts))
     rows = as_rows(transcripts)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from selfevolve.inputs import check_model_dir
+from selfevolve.training.rl import training_attention
 
 Chat = list[dict[str, str]]
 
@@ -127,7 +128,7 @@ def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     original_template = tokenizer.chat_template
     tokenizer.chat_template = training_chat_template(tokenizer) or original_template
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = training_attention(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32))
     if max_length is None:
         max_length = min(int(getattr(model.config, "max_position_embeddings", 1024) or 1024), 2048)
     for i, chat in enumerate(chats):
