@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     def fresh(attention: str | None = None):  # the warm start's model, with the attention it trains with unless told
         model = training_attention(tinymodel.build_model(tok, hidden_size=bp.hidden_size, num_layers=bp.num_layers,
                                                          num_heads=bp.num_heads, intermediate_size=bp.intermediate_size,
-                                                         max_position_embeddings=bp.max_position_embeddings, seed=params.seed))
+                                                         max_position_embeddings=bp.max_position_embeddings, seed=params.seed,
+                                                         position_encoding=bp.position_encoding))
         if attention:
             model.set_attn_implementation(attention)
         return model

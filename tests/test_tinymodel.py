@@ -167,3 +167,28 @@ def test_warm_start_transcripts_answer_only_questions_of_their_forms():
             shown = form_of(prompt.rsplit("Problem:", 1)[1])  # None for a corrupted question
             outside_scored += shown is not None and shown not in forms
     assert stepped_out > 20 and outside_scored > 5
+
+
+@pytest.mark.parametrize("encoding", ["none", "rope"])
+def test_position_encoding_none_is_nope_and_survives_save_and_load(tmp_path, encoding):
+    """With ``position_encoding: none`` a one-layer model's last output depends on the set of
+    earlier tokens, not their order (no position signal but the causal mask), and the saved
+    config.json reloads as the same model; with ``rope`` the order matters."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from selfevolve.embedded.tinymodel import build_model
+
+    tok = _tok()
+    model = build_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=0, position_encoding=encoding).eval()
+    ids = tok("Compute 12 + 345.", add_special_tokens=False)["input_ids"]
+    swapped = [ids[1], ids[0], *ids[2:]]
+    with torch.no_grad():
+        same = torch.allclose(model(torch.tensor([ids])).logits[0, -1], model(torch.tensor([swapped])).logits[0, -1], atol=1e-5)
+    assert same == (encoding == "none")
+    model.save_pretrained(tmp_path)
+    again = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.allclose(again(torch.tensor([ids])).logits, model(torch.tensor([ids])).logits, atol=1e-6)
+    with pytest.raises(ValueError, match="position_encoding"):
+        build_model(tok, position_encoding="alibi")

@@ -73,13 +73,26 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 384):
     return fast
 
 
+#: Linear RoPE scaling by this factor makes every rotary frequency ~1e-30: no position encoding
+#: (NoPE), written as a standard Llama config that any Llama runtime loads.
+NOPE_FACTOR = 1e30
+
+
 def build_model(tokenizer, hidden_size: int = 128, num_layers: int = 4, num_heads: int = 4,
-                intermediate_size: int = 384, max_position_embeddings: int = 512, seed: int = 0):
+                intermediate_size: int = 384, max_position_embeddings: int = 512, seed: int = 0,
+                position_encoding: str = "rope"):
     """A freshly initialised ``LlamaForCausalLM`` sized for CPU training.
 
-    Parameter count for the defaults with a ~400-token vocabulary: about 0.9 M.
-    Deterministic for a given ``seed``.
+    ``position_encoding``: ``rope`` (Llama's rotary embedding, theta 10,000) or ``none`` (NoPE: the
+    causal mask is the only source of order; Kazemnejad et al. 2023, "The Impact of Positional
+    Encoding on Length Generalization in Transformers"; Lee et al. 2025 train their
+    self-improving adder this way), spelled as linear RoPE scaling by ``NOPE_FACTOR`` so the saved
+    ``config.json`` is a plain Llama one. Parameter count for the defaults with a ~400-token
+    vocabulary: about 0.9 M. Deterministic for a given ``seed``. Raises ``ValueError`` for another
+    ``position_encoding``.
     """
+    if position_encoding not in ("rope", "none"):
+        raise ValueError(f"position_encoding must be 'rope' or 'none', got {position_encoding!r}")
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -95,7 +108,8 @@ def build_model(tokenizer, hidden_size: int = 128, num_layers: int = 4, num_head
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
-        rope_theta=10000.0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0} if position_encoding == "rope" else
+        {"rope_type": "linear", "rope_theta": 10000.0, "factor": NOPE_FACTOR},
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)

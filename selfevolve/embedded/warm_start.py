@@ -80,7 +80,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     tok = tinymodel.build_tokenizer((m["content"] for _, c in transcripts for m in c), vocab_size=bp.vocab_size)
     model = tinymodel.build_model(tok, hidden_size=bp.hidden_size, num_layers=bp.num_layers, num_heads=bp.num_heads,
                                   intermediate_size=bp.intermediate_size, max_position_embeddings=bp.max_position_embeddings,
-                                  seed=params.seed)
+                                  seed=params.seed, position_encoding=bp.position_encoding)
     training_attention(model)
     n_params = sum(p.numel() for p in model.parameters())
     log.info("tiny model: %d parameters, vocabulary %d, %d transcripts", n_params, len(tok), len(transcripts))
