@@ -192,3 +192,37 @@ def test_position_encoding_none_is_nope_and_survives_save_and_load(tmp_path, enc
         assert torch.allclose(again(torch.tensor([ids])).logits, model(torch.tensor([ids])).logits, atol=1e-6)
     with pytest.raises(ValueError, match="position_encoding"):
         build_model(tok, position_encoding="alibi")
+
+
+def test_standing_takes_the_warm_starts_probe_instead_of_measuring_it_again(tmp_path, monkeypatch):
+    """The bootstrap stage's standing measures greedy accuracy per validation split and the frontier's
+    pass@k; the kept round's probe already measured pass@k and the seed forms on the same questions
+    with the same seeds, so only the other splits' greedy passes run (without a probe, all do)."""
+    import contextlib
+
+    from selfevolve.evaluation import solve
+    from selfevolve.questions import arith
+    from selfevolve.records import write_jsonl
+    from selfevolve.stages import base
+    from selfevolve.stages.context import StageContext
+
+    qs = (arith.generate(6, seed=1, split="seed", prefix="s") + arith.generate(4, seed=2, forms=["4+3"], split="frontier", prefix="f")
+          + arith.generate(4, seed=3, forms=["5+5"], split="beyond", prefix="b"))
+    write_jsonl(tmp_path / "data/cycles/base/val.jsonl", qs)
+    calls = []
+
+    def fake_evaluate(backend, questions, config, k=1, seed=0):
+        calls.append((questions[0].split, k))
+        return [], {"accuracy": 0.5, f"pass_at_{k}": 0.75}
+
+    monkeypatch.setattr(solve, "evaluate_questions", fake_evaluate)
+    monkeypatch.setattr(StageContext, "backend", lambda self, model=None: contextlib.nullcontext(None))
+    ctx = StageContext(Params(), "base", tmp_path)
+    k = ctx.params.bootstrap.frontier_k
+    assert base.standing(ctx) == {"bootstrap_beyond_accuracy": 0.5, "bootstrap_frontier_accuracy": 0.5,
+                                  f"bootstrap_frontier_pass_at_{k}": 0.75, "bootstrap_seed_accuracy": 0.5}
+    assert sorted(calls) == sorted([("beyond", 1), ("frontier", 1), ("frontier", k), ("seed", 1)])
+    calls.clear()
+    out = base.standing(ctx, probed={"round": 1, "frontier_pass": 0.125, "seed_accuracy": 0.97, "kept": True})
+    assert out[f"bootstrap_frontier_pass_at_{k}"] == 0.125 and out["bootstrap_seed_accuracy"] == 0.97
+    assert out["bootstrap_frontier_accuracy"] == 0.5 and sorted(calls) == [("beyond", 1), ("frontier", 1)]

@@ -49,7 +49,8 @@ def bootstrap(ctx: StageContext) -> dict:
     summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question), probe=frontier_probe(ctx))
     _no_labels_yet(ctx, replay=rows)
     numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
-    return {"embedded": 1, "replay_rows": len(rows), **numbers, **standing(ctx)}
+    kept = next((r for r in summary.get("rounds", []) if r.get("kept")), None)
+    return {"embedded": 1, "replay_rows": len(rows), **numbers, **standing(ctx, probed=kept)}
 
 
 def _no_labels_yet(ctx: StageContext, replay: list) -> None:
@@ -98,20 +99,30 @@ def frontier_probe(ctx: StageContext):
     return probe
 
 
-def standing(ctx: StageContext) -> dict:
+def standing(ctx: StageContext, probed: dict | None = None) -> dict:
     """Greedy accuracy of the base model on up to ``bootstrap.probe_questions`` validation questions
     of each split (``bootstrap_<split>_accuracy``) and, on the frontier split, pass@k with
-    ``bootstrap.frontier_k`` samples (``bootstrap_frontier_pass_at_<k>``)."""
+    ``bootstrap.frontier_k`` samples (``bootstrap_frontier_pass_at_<k>``). ``probed``: the warm
+    start's kept round (``frontier_pass``, ``seed_accuracy``), measured by :func:`frontier_probe` on
+    the same questions with the same seeds; those two numbers are taken from it, not measured again."""
     from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
 
     bp, config = ctx.params.bootstrap, SolveConfig.from_params(ctx.params)
     splits = _probe_splits(ctx)
     out: dict[str, float] = {}
+    known = {}
+    if probed and bp.frontier_k > 1:
+        known[f"bootstrap_frontier_pass_at_{bp.frontier_k}"] = probed.get("frontier_pass")
+    if probed:
+        known["bootstrap_seed_accuracy"] = probed.get("seed_accuracy")
+    known = {k: v for k, v in known.items() if v is not None}
     with ctx.backend(ctx.base_model()) as backend:
         for split, qs in sorted(splits.items()):
-            _, m = evaluate_questions(backend, qs, config, k=1, seed=ctx.seed(f"standing-{split}"))
-            out[f"bootstrap_{split}_accuracy"] = m["accuracy"]
-            if split == "frontier" and bp.frontier_k > 1:
+            if f"bootstrap_{split}_accuracy" not in known:
+                _, m = evaluate_questions(backend, qs, config, k=1, seed=ctx.seed(f"standing-{split}"))
+                out[f"bootstrap_{split}_accuracy"] = m["accuracy"]
+            key = f"bootstrap_frontier_pass_at_{bp.frontier_k}"
+            if split == "frontier" and bp.frontier_k > 1 and key not in known:
                 _, m = evaluate_questions(backend, qs, config, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
-                out[f"bootstrap_frontier_pass_at_{bp.frontier_k}"] = m[f"pass_at_{bp.frontier_k}"]
-    return out
+                out[key] = m[f"pass_at_{bp.frontier_k}"]
+    return {**out, **known}
