@@ -22,6 +22,18 @@ def test_arith_answers_exact_and_deterministic():
     assert {q.level for q in a} == {1, 2, 3, 4, 5}
 
 
+def test_a_sums_worked_steps_align_its_operands_first():
+    """The scratchpad's first line pads the shorter operand to the longer one's digits, so every
+    column step reads one digit of each number (a 4+3 sum's columns look like a 4+2 sum's)."""
+    assert arith.scratchpad([7311, 876], ["+"]) == (
+        "7311+0876 1+6+0=7 1+7+0=8 3+8+0=11 7+0+1=8 r=7818 =8187")
+    assert arith.scratchpad([27, 682], ["+"]).startswith("027+682 7+2+0=9 ")
+    assert arith.scratchpad([5, 3, 12], ["+", "+"]) == "5+3 5+3+0=8 r=8 =8 08+12 8+2+0=10 0+1+1=2 r=02 =20"
+    for q in arith.generate(200, seed=3):
+        a, b = q.meta["worked"].split(" ")[0].split("+")
+        assert len(a) == len(b) and int(a) + int(b) == int(q.spec.answer)
+
+
 @pytest.mark.parametrize("text, value", [("Compute 3 + 4.", 7), ("What is 7 - 12?", -5), ("compute 12 * 3", 36),
                                          ("Compute 10 - 3 - 2.", 5), ("Compute 2 + 3 * 4.", 14), ("Compute 2 * 3 * 4", 24)])
 def test_parse_expression(text, value):

@@ -202,13 +202,25 @@ def _mul_steps(a: int, b: int) -> list[str]:
     return steps
 
 
+def aligned(a: int, b: int) -> str:
+    """``a+b`` with the shorter operand zero-padded to the longer one's digits (``1234+0567``): the
+    alignment line before a sum's column steps, so that column i reads the i-th digit from the right
+    of two numbers of equal length. A 4+3 sum is then a 4-column sum like the 4+1 and 4+2 footholds'
+    (``1234+0005``), differing only in which digits are zero (measured: seed forms 0.845 -> 0.995 and
+    a frontier foothold in 2 of 2 seeds where the unaligned steps had none; docs/measurements.md)."""
+    width = max(len(str(a)), len(str(b)))
+    return f"{a:0{width}d}+{b:0{width}d}"
+
+
 def scratchpad(nums: list[int], ops: list[str]) -> str:
-    """The worked steps (without tags) for an expression, left to right (products of a 1-digit
-    second operand as generated here; a product elsewhere gets its value only)."""
+    """The worked steps (without tags) for an expression, left to right: a sum of two non-negative
+    numbers starts with its :func:`aligned` line, then one step per column from the right
+    (``x+y+carry=s``), the result's digits from the right (``r=...``) and its value (``=...``).
+    Products take a 1-digit second operand as generated here; a product elsewhere gets its value only."""
     acc, lines = nums[0], []
     for op, n in zip(ops, nums[1:]):
         if op == "+":
-            lines += _add_steps(acc, n) if acc >= 0 else _sub_steps(n, -acc)
+            lines += ([aligned(acc, n)] + _add_steps(acc, n)) if acc >= 0 else _sub_steps(n, -acc)
             acc = acc + n
         elif op == "-":
             lines += _sub_steps(acc, n) if acc >= 0 else [f"{acc}-{n}"] + _add_steps(-acc, n)
