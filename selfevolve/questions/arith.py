@@ -206,8 +206,8 @@ def aligned(a: int, b: int) -> str:
     """``a+b`` with the shorter operand zero-padded to the longer one's digits (``1234+0567``): the
     alignment line before a sum's column steps, so that column i reads the i-th digit from the right
     of two numbers of equal length. A 4+3 sum is then a 4-column sum like the 4+1 and 4+2 footholds'
-    (``1234+0005``), differing only in which digits are zero (measured: seed forms 0.845 -> 0.995 and
-    a frontier foothold in 2 of 2 seeds where the unaligned steps had none; docs/measurements.md)."""
+    (``1234+0005``), differing only in which digits are zero (what it changed in the warm start and
+    the cycles: docs/measurements.md, "December 3")."""
     width = max(len(str(a)), len(str(b)))
     return f"{a:0{width}d}+{b:0{width}d}"
 

@@ -109,20 +109,17 @@ def standing(ctx: StageContext, probed: dict | None = None) -> dict:
 
     bp, config = ctx.params.bootstrap, SolveConfig.from_params(ctx.params)
     splits = _probe_splits(ctx)
-    out: dict[str, float] = {}
-    known = {}
-    if probed and bp.frontier_k > 1:
-        known[f"bootstrap_frontier_pass_at_{bp.frontier_k}"] = probed.get("frontier_pass")
-    if probed:
-        known["bootstrap_seed_accuracy"] = probed.get("seed_accuracy")
-    known = {k: v for k, v in known.items() if v is not None}
+    pass_key = f"bootstrap_frontier_pass_at_{bp.frontier_k}"
+    probed = probed or {}
+    known = {pass_key: probed.get("frontier_pass") if bp.frontier_k > 1 else None,
+             "bootstrap_seed_accuracy": probed.get("seed_accuracy")}
+    out: dict[str, float] = {k: v for k, v in known.items() if v is not None}
     with ctx.backend(ctx.base_model()) as backend:
         for split, qs in sorted(splits.items()):
-            if f"bootstrap_{split}_accuracy" not in known:
+            if f"bootstrap_{split}_accuracy" not in out:
                 _, m = evaluate_questions(backend, qs, config, k=1, seed=ctx.seed(f"standing-{split}"))
                 out[f"bootstrap_{split}_accuracy"] = m["accuracy"]
-            key = f"bootstrap_frontier_pass_at_{bp.frontier_k}"
-            if split == "frontier" and bp.frontier_k > 1 and key not in known:
+            if split == "frontier" and bp.frontier_k > 1 and pass_key not in out:
                 _, m = evaluate_questions(backend, qs, config, k=bp.frontier_k, seed=ctx.seed("standing-frontier-k"))
-                out[key] = m[f"pass_at_{bp.frontier_k}"]
-    return {**out, **known}
+                out[pass_key] = m[f"pass_at_{bp.frontier_k}"]
+    return out
