@@ -57,8 +57,7 @@ class ModelParams(_Section):
     device: str = "auto"
     max_model_len: int = Field(1024, ge=64)
     batch_size: int = Field(128, ge=1, description="hf backend: rows (prompts x samples) per generate call")
-    train_precision: Literal["float32", "bfloat16"] = Field("bfloat16", description="training matmuls on the CPU: bfloat16 "
-                                                            "autocast (weights stay float32) or plain float32")
+    train_precision: Literal["float32", "bfloat16"] = Field("bfloat16", description="CPU training matmuls: bfloat16 autocast (weights float32)")
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key_env: str = "OPENAI_API_KEY"
@@ -101,6 +100,7 @@ class BootstrapParams(_Section):
     min_seed_accuracy: float = Field(0.95, ge=0.0, le=1.0, description="... or its seed-form accuracy is below this")
     extra_rounds: int = Field(2, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
+    focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "BootstrapParams":

@@ -1,6 +1,8 @@
 """The embedded model: exact tokenizer round trip, tags as normal tokens, loadable with Auto*
 classes, and a deterministic bootstrap for a given seed."""
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -112,6 +114,41 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
     assert summary["extra_rounds"] == 2 and summary["steps"] == 7 and [r["kept"] for r in summary["rounds"]] == [True, False, False]
     saved = load_file(tmp_path / "n" / "model.safetensors")
     assert all(torch.equal(saved[k], seen[0][k]) for k in saved)
+
+
+def test_an_extra_round_after_missed_seed_forms_practises_the_failing_forms(tmp_path, monkeypatch):
+    """After a check that misses ``min_seed_accuracy``, ``focus_share`` of the next round's rows are
+    Solver transcripts of the forms that check found failing, weighted by their error; a round after
+    a check that holds the seed forms trains on the transcripts alone."""
+    from selfevolve.embedded import warm_start
+    from selfevolve.training import loop
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 2, 100, 50
+    p.bootstrap.min_frontier_pass, p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.9, 0.95, 2, 2
+    p.bootstrap.focus_share = 0.5
+    batches: list[list] = []
+    real_fit = loop.fit
+
+    def recording_fit(model, tok, draw, **kw):
+        return real_fit(model, tok, lambda rng: batches.append(draw(rng)) or batches[-1], **kw)
+
+    monkeypatch.setattr(loop, "fit", recording_fit)
+    checks = iter([{"frontier_pass": 0.0, "seed_accuracy": 0.7, "seed_forms": {"3+2": 0.0, "4+1": 0.75, "2+2": 1.0}},
+                   {"frontier_pass": 0.0, "seed_accuracy": 0.97, "seed_forms": {"3+2": 0.9, "4+1": 1.0, "2+2": 1.0}},
+                   {"frontier_pass": 0.0, "seed_accuracy": 0.97, "seed_forms": {}}])
+    summary, _ = warm_start.run_bootstrap(p, tmp_path / "m", probe=lambda model, tok: next(checks))
+    assert [r["focus"] for r in summary["rounds"][1:]] == [["3+2", "4+1"], []]
+    per_round = [batches[:2], batches[2:4], batches[4:6]]
+    focus_rows = [[r for b in rnd for r in b if r.id.startswith("focus")] for rnd in per_round]
+    assert not focus_rows[0] and not focus_rows[2]          # the first 2,000-step round and the one after a good check
+    assert 25 <= len(focus_rows[1]) <= 75                   # about half of 2 batches of 50
+    asked = [r.prompt for r in focus_rows[1]]
+    assert all(r.role == "solver" and "<answer>" in r.completion for r in focus_rows[1])
+    # 3+2 (error 1.0) is drawn about 4x as often as 4+1 (error 0.25); 2+2 (held) never
+    three_two = sum(bool(re.search(r"\b\d{3} \+ \d{2}\b", t)) for t in asked)
+    assert three_two >= 0.6 * len(asked) and not any(re.search(r"\b\d{2} \+ \d{2}\b", t) for t in asked)
+    assert warm_start.focus_forms({"frontier_pass": 0.0, "seed_accuracy": 0.96, "seed_forms": {"3+2": 0.5}}, p.bootstrap) == {}
 
 
 def test_warm_start_keeps_a_round_that_holds_the_seed_forms_first(tmp_path):
@@ -226,3 +263,33 @@ def test_standing_takes_the_warm_starts_probe_instead_of_measuring_it_again(tmp_
     out = base.standing(ctx, probed={"round": 1, "frontier_pass": 0.125, "seed_accuracy": 0.97, "kept": True})
     assert out[f"bootstrap_frontier_pass_at_{k}"] == 0.125 and out["bootstrap_seed_accuracy"] == 0.97
     assert out["bootstrap_frontier_accuracy"] == 0.5 and sorted(calls) == [("beyond", 1), ("frontier", 1)]
+
+
+def test_the_warm_starts_probe_reports_seed_accuracy_per_form(tmp_path, monkeypatch):
+    """``frontier_probe`` grades the seed split per form, so an extra round knows which forms to
+    practise: a Solver that gets equal-length sums right and every other sum wrong reads 1.0 on
+    those forms and 0.0 on the rest, and the overall accuracy is their question-weighted mean."""
+    from selfevolve.backends.base import Completion
+    from selfevolve.backends.hf import HFBackend
+    from selfevolve.questions import arith
+    from selfevolve.records import write_jsonl
+    from selfevolve.stages import base
+    from selfevolve.stages.context import StageContext
+
+    class EqualLengthSolver:
+        def chat(self, conversations, sampling):
+            out = []
+            for conv in conversations:
+                a, b = re.findall(r"(\d+) \+ (\d+)", conv[-1]["content"])[-1]
+                answer = int(a) + int(b) + (0 if len(a) == len(b) else 1)
+                out.append([Completion(text=f"<answer>{answer}</answer>") for _ in range(sampling.n)])
+            return out
+
+    monkeypatch.setattr(HFBackend, "from_pretrained_objects", classmethod(lambda cls, model, tok: EqualLengthSolver()))
+    seed = arith.generate(40, seed=1, forms=["2+2", "3+2", "3+3"], split="seed", prefix="s")
+    write_jsonl(tmp_path / "data/cycles/base/val.jsonl", seed + arith.generate(4, seed=2, forms=["4+3"], split="frontier", prefix="f"))
+    probe = base.frontier_probe(StageContext(Params(), "base", tmp_path))
+    got = probe(None, None)
+    assert got["seed_forms"] == {"2+2": 1.0, "3+2": 0.0, "3+3": 1.0} and got["frontier_pass"] == 0.0
+    assert got["seed_accuracy"] == pytest.approx(sum(q.form != "3+2" for q in seed) / len(seed))
+

@@ -59,6 +59,13 @@ def _chat(role: str, completion: str, **fields) -> tuple[str, Chat]:
     return SAGE_ROLE[role], messages(role, **fields) + [{"role": "assistant", "content": completion}]
 
 
+def solver_transcript(rng: random.Random, q: Question) -> tuple[str, Chat]:
+    """The Solver's transcript of arith question ``q``: the question (with its op's plan in half of
+    them, drawn from ``rng``) -> the worked scratchpad and the answer."""
+    plan = plan_text(q.meta["ops"]) if rng.random() < 0.5 else None
+    return _chat("solver", solver_completion(q), question=q.text, domain="math", plan=plan)
+
+
 def as_rows(transcripts: list[tuple[str, Chat]], prefix: str = "warm") -> list[Rollout]:
     """Role-tagged transcripts as training rows (prompt = the user turn, completion = the reply)."""
     return [Rollout(id=f"{prefix}-{i}", role=role, group=f"{prefix}-{i}", question_id="", prompt=chat[0]["content"],
@@ -97,8 +104,7 @@ def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None,
         ops = q.meta["ops"]
         role = rng.choices(roles, weights=cum)[0]
         if role == "solver":
-            plan = plan_text(ops) if rng.random() < 0.5 else None
-            out.append(_chat("solver", solver_completion(q), question=q.text, domain="math", plan=plan))
+            out.append(solver_transcript(rng, q))
         elif role == "challenger":
             new = arith.make_question(rng, harder_form(form, rng) if rng.random() < 0.67 else form, f"t{i}n")
             ref = f"{q.text} Answer: {q.spec.answer}"

@@ -47,7 +47,8 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     training rows (``Rollout`` records: the transcripts, which later cycles replay).
 
     ``probe(model, tokenizer)`` measures the model's standing: ``{"frontier_pass": pass@k in [0, 1],
-    "seed_accuracy": greedy accuracy on the seed forms in [0, 1] or None}``. When given, the warm
+    "seed_accuracy": greedy accuracy on the seed forms in [0, 1] or None, "seed_forms": {form:
+    accuracy} (optional)}``. When given, the warm
     start checks it after its ``bootstrap.steps`` and keeps going while the frontier is below
     ``bootstrap.min_frontier_pass`` or the seed forms below ``bootstrap.min_seed_accuracy``: up to
     ``bootstrap.extra_rounds`` more rounds of ``bootstrap.extra_steps`` steps, each re-warmed and
@@ -58,8 +59,10 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     frontier appears is a matter of the training trajectory (measured: three CPU kernel paths, same
     seed, frontier 0.005 / 0.030 / 0.308) and more training can lose it again (measured: a good
     foothold, pass@8 0.43, fell to 0.25 after 600 more steps), so every round is a new chance and
-    none can make the kept model worse (docs/measurements.md). ``summary["rounds"]`` lists
-    ``{round, steps, frontier_pass, seed_accuracy, kept}`` per check.
+    none can make the kept model worse (docs/measurements.md). An extra round after a check that
+    missed the seed forms spends ``bootstrap.focus_share`` of each batch on fresh Solver
+    transcripts of the forms that check found failing (:func:`focus_forms`). ``summary["rounds"]``
+    lists ``{round, steps, frontier_pass, seed_accuracy, seed_forms, focus, kept}`` per check.
 
     Raises ``ValueError`` if the transcripts are empty.
     """
@@ -87,17 +90,20 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     rows = as_rows(transcripts)
     order = list(range(len(rows)))
 
-    def draw(rng):  # epochs over the transcripts in a seeded order
-        batch = []
-        for _ in range(bp.batch_size):
-            if not order:
-                order.extend(range(len(rows)))
-            if len(order) == len(rows):
-                rng.shuffle(order)
-            batch.append(rows[order.pop()])
-        return batch
+    def train(steps: int, seed: int, desc: str, focus: dict[str, float] | None = None) -> list[dict]:
+        def draw(rng):  # epochs over the transcripts in a seeded order; a share on the focus forms
+            batch = []
+            for _ in range(bp.batch_size):
+                if focus and rng.random() < bp.focus_share:
+                    batch.append(_focus_row(rng, focus))
+                    continue
+                if not order:
+                    order.extend(range(len(rows)))
+                if len(order) == len(rows):
+                    rng.shuffle(order)
+                batch.append(rows[order.pop()])
+            return batch
 
-    def train(steps: int, seed: int, desc: str) -> list[dict]:
         return fit(model, tok, draw, steps=steps, learning_rate=bp.learning_rate, warmup_steps=min(50, steps // 10),
                    decay_steps=round(steps * bp.decay_fraction), min_lr_ratio=0.01, max_length=bp.max_position_embeddings,
                    seed=seed, precision=params.model.train_precision, desc=desc)
@@ -108,13 +114,14 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
         rounds.append({"round": 0, "steps": bp.steps, **probe(model, tok)})
         best = (_rank(rounds[0], bp), 0, snapshot(model))
         while not _good_enough(rounds[best[1]], bp) and len(rounds) <= bp.extra_rounds:
-            r = len(rounds)
-            log.info("frontier pass@k %.3f (wanted %.3f), seed forms %s (wanted %.3f): extra round %d of %d steps",
+            r, focus = len(rounds), focus_forms(rounds[-1], bp)
+            log.info("frontier pass@k %.3f (wanted %.3f), seed forms %s (wanted %.3f): extra round %d of %d steps%s",
                      rounds[best[1]]["frontier_pass"], bp.min_frontier_pass, rounds[best[1]].get("seed_accuracy"),
-                     bp.min_seed_accuracy, r, bp.extra_steps)
+                     bp.min_seed_accuracy, r, bp.extra_steps, f", {bp.focus_share:.0%} of it on {sorted(focus)}" if focus else "")
             last = curve[-1]["step"]
-            curve += [{**e, "step": last + e["step"]} for e in train(bp.extra_steps, params.seed + r, f"bootstrap (extra round {r})")]
-            rounds.append({"round": r, "steps": bp.extra_steps, **probe(model, tok)})
+            curve += [{**e, "step": last + e["step"]}
+                      for e in train(bp.extra_steps, params.seed + r, f"bootstrap (extra round {r})", focus)]
+            rounds.append({"round": r, "steps": bp.extra_steps, "focus": sorted(focus), **probe(model, tok)})
             if _rank(rounds[-1], bp) > best[0]:
                 best = (_rank(rounds[-1], bp), r, snapshot(model))
         if best[1] != len(rounds) - 1:
@@ -138,6 +145,29 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     }
     write_model_summary(out_dir / "bootstrap.json", summary)
     return summary, rows
+
+
+def focus_forms(entry: dict, bp) -> dict[str, float]:
+    """The seed forms an extra round focuses on, with their weights: when the probed round
+    ``entry`` misses ``bootstrap.min_seed_accuracy`` overall, each seed form whose own greedy
+    accuracy (``entry["seed_forms"]``: form -> accuracy in [0, 1]) is below it, weighted by its
+    error rate (1 - accuracy); ``{}`` otherwise (a round that holds the seed forms trains on the
+    transcripts alone, as before). Measured on a warm start that read the first operand a column
+    off whenever the second was padded (seed forms 0.73; 3+2, 4+1, 5+2 at 0.00-0.07): 600 steps
+    with half of each batch on those forms moved it to 0.96, the same steps on the transcripts
+    alone left it at 0.73 (docs/measurements.md, December 3)."""
+    if _seed_ok(entry, bp):
+        return {}
+    return {f: 1.0 - a for f, a in sorted((entry.get("seed_forms") or {}).items()) if a < bp.min_seed_accuracy}
+
+
+def _focus_row(rng, focus: dict[str, float]):
+    """One Solver training row on a fresh question of a focus form (drawn by weight)."""
+    from selfevolve.embedded.transcripts import as_rows, solver_transcript
+    from selfevolve.questions import arith
+
+    form = rng.choices(list(focus), weights=list(focus.values()))[0]
+    return as_rows([solver_transcript(rng, arith.make_question(rng, form, "focus"))], prefix="focus")[0]
 
 
 def _seed_ok(entry: dict, bp) -> bool:

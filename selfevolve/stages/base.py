@@ -73,11 +73,13 @@ def _probe_splits(ctx: StageContext) -> dict[str, list[Question]]:
 
 
 def frontier_probe(ctx: StageContext):
-    """``probe(model, tokenizer) -> {"frontier_pass", "seed_accuracy"}`` of an in-memory model: pass@k
-    on the frontier's probe questions (``bootstrap.frontier_k`` samples at ``sampling.temperature``)
-    and greedy accuracy on the seed forms' (None without a seed split), for the warm start's check
-    of its own standing; None without a frontier split or with ``bootstrap.extra_rounds`` = 0."""
+    """``probe(model, tokenizer) -> {"frontier_pass", "seed_accuracy", "seed_forms"}`` of an in-memory
+    model: pass@k on the frontier's probe questions (``bootstrap.frontier_k`` samples at
+    ``sampling.temperature``) and greedy accuracy on the seed forms' (None without a seed split),
+    overall and per form (``{form: accuracy}``), for the warm start's check of its own standing;
+    None without a frontier split or with ``bootstrap.extra_rounds`` = 0."""
     from selfevolve.backends.hf import HFBackend
+    from selfevolve.evaluation.metrics import metric_name
     from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
 
     bp = ctx.params.bootstrap
@@ -94,6 +96,7 @@ def frontier_probe(ctx: StageContext):
         if splits.get("seed"):
             _, m = evaluate_questions(backend, splits["seed"], config, k=1, seed=ctx.seed("standing-seed"))
             out["seed_accuracy"] = float(m["accuracy"])
+            out["seed_forms"] = {q.form: m[f"accuracy_form_{metric_name(q.form)}"] for q in splits["seed"] if q.form}
         return out
 
     return probe
