@@ -42,9 +42,34 @@ def test_self_labels_keep_verified_completions_of_questions_in_the_band():
     rows, counts = self_labels(qs, attempts, verdicts, (0.05, 0.8), per_question=2, cycle="c1")
     # q0 always solved (1.0 > 0.8) and q1 never (no label): out; q2 at 0.25 gives its one success,
     # q3 at 0.75 gives two of its three (per_question = 2)
-    assert counts == {"questions_in_band": 2, "self_labels": 3, "self_labels_malformed": 0}
+    assert counts == {"questions_in_band": 2, "questions_in_band_by_form": 0, "self_labels": 3, "self_labels_malformed": 0}
     assert [r.question_id for r in rows] == ["q2", "q3", "q3"]
     assert all(r.role == "solver" and f"<answer>{int(r.question_id[1:]) + 1}</answer>" in r.completion for r in rows)
+
+
+def test_a_form_the_solver_is_learning_is_labelled_from_every_question_it_got_right():
+    """A question solved every time is out of the band, unless its form's pass rate over the cycle
+    is in it: then the form is a rung being learned and all its right answers are labels. A form
+    the Solver has mastered (rate above the band) or never solves stays out."""
+    def q(i, form):
+        return _q(i).model_copy(update={"form": form})
+
+    plan = {"4+3": ([1, 1, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 0]),     # form rate 0.5: in
+            "2+2": ([1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]),     # 0.94: mastered
+            "3+4": ([0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0])}     # 0.0: nothing to learn
+    qs, attempts, verdicts = [], [], {}
+    for form, outcomes in plan.items():
+        for outcome in outcomes:
+            qs.append(q(len(qs), form))
+            a, v = _tries(qs[-1], outcome)
+            attempts += a
+            verdicts |= v
+    rows, counts = self_labels(qs, attempts, verdicts, (0.05, 0.8), per_question=2, cycle="c1")
+    assert sorted({r.question_id for r in rows}) == ["q0", "q1", "q7"]   # both 4+3 questions, and 2+2's q7 by its own rate
+    assert counts == {"questions_in_band": 5, "questions_in_band_by_form": 4, "self_labels": 6, "self_labels_malformed": 0}
+    # without forms, the per-question band alone decides
+    bare = [x.model_copy(update={"form": None}) for x in qs]
+    assert {r.question_id for r in self_labels(bare, attempts, verdicts, (0.05, 0.8), 2, "c1")[0]} == {"q7"}
 
 
 def test_self_labels_are_verified_answers_in_the_solvers_format():
