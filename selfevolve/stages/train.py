@@ -43,11 +43,12 @@ def self_labels(questions: list[Question], attempts: list[Attempt], verdicts: di
     for a in attempts:
         by_q[a.question_id].append(a)
     lo, hi = band
-    rate = {q.id: fmean(verdicts[a.id].correct for a in by_q[q.id]) for q in questions if by_q.get(q.id)}
+    hits = {q.id: [verdicts[a.id].correct for a in by_q[q.id]] for q in questions if by_q.get(q.id)}
+    rate = {qid: fmean(h) for qid, h in hits.items()}
     per_form: dict[str, list[float]] = defaultdict(list)
     for q in questions:
-        if q.form and q.id in rate:
-            per_form[q.form] += [verdicts[a.id].correct for a in by_q[q.id]]
+        if q.form and q.id in hits:
+            per_form[q.form] += hits[q.id]
     learning = {form for form, hits in per_form.items() if lo <= fmean(hits) <= hi}
     rows: list[Rollout] = []
     in_band = by_form = malformed = 0
