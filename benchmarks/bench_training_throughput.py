@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     from selfevolve.embedded import tinymodel
     from selfevolve.embedded.transcripts import as_rows
     from selfevolve.embedded.warm_start import warm_start_transcripts
+    from selfevolve.training.loop import resolve_precision
     from selfevolve.training.rl import training_attention
 
     torch.set_num_threads(args.threads)
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             model.set_attn_implementation(attention)
         return model
 
-    precision = params.model.train_precision
+    precision = resolve_precision(params.model.train_precision)
     common = dict(steps=args.steps, batch_size=bp.batch_size, lr=bp.learning_rate, precision=precision,
                   max_length=bp.max_position_embeddings)
     print(f"model: {sum(p.numel() for p in fresh().parameters()):,} parameters, batch {bp.batch_size}, {args.steps} steps, "

@@ -57,7 +57,7 @@ class ModelParams(_Section):
     device: str = "auto"
     max_model_len: int = Field(1024, ge=64)
     batch_size: int = Field(128, ge=1, description="hf backend: rows (prompts x samples) per generate call")
-    train_precision: Literal["float32", "bfloat16"] = Field("bfloat16", description="CPU training matmuls: bfloat16 autocast (weights float32)")
+    train_precision: Literal["auto", "float32", "bfloat16"] = Field("auto", description="CPU training matmuls: bfloat16 autocast (weights float32); auto: where the CPU has native bfloat16")
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key_env: str = "OPENAI_API_KEY"

@@ -220,3 +220,23 @@ def test_other_roles_learn_their_better_rollouts_without_costing_the_solver(tiny
         assert summary["rows_other_roles"] == (4 if others else 0)
     assert losses["all_roles"]["good"] < 0.5 * losses["solver_only"]["good"] and losses["all_roles"]["good"] < losses["all_roles"]["bad"]
     assert losses["all_roles"]["unseen"] <= 1.1 * losses["solver_only"]["unseen"], losses
+
+
+def test_auto_precision_trains_in_bfloat16_only_where_the_cpu_has_it(monkeypatch):
+    """``train_precision: auto`` (the default) must not pick bfloat16 on a CPU that emulates it
+    (an AVX2 CPU ran a warm-start step 12x slower in bfloat16 than in float32)."""
+    import torch
+
+    from selfevolve.training import loop
+
+    x = torch.ones(4, 4)
+    for native, expected in ((False, "float32"), (True, "bfloat16")):
+        monkeypatch.setattr(loop, "native_bfloat16", lambda native=native: native)
+        assert loop.resolve_precision("auto") == expected
+        with loop.autocast("auto"):
+            assert (x @ x).dtype == getattr(torch, expected)
+    monkeypatch.setattr(loop, "native_bfloat16", lambda: False)
+    assert loop.resolve_precision("bfloat16") == "bfloat16" and loop.resolve_precision("float32") == "float32"
+    assert Params().model.train_precision == "auto"
+    with pytest.raises(ValueError, match="train_precision"):
+        loop.resolve_precision("float16")

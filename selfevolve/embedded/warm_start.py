@@ -5,9 +5,9 @@
 3. Build a small Llama from a config (``tinymodel.build_model``).
 4. Warm-start it on the transcripts (completion tokens only in the loss) with the training loop
    every cycle uses (``selfevolve.training.loop.fit``): AdamW on a warm-up / stable / decay
-   schedule, bfloat16 matmuls on the CPU (``model.train_precision``).
+   schedule, bfloat16 matmuls on a CPU that has them natively (``model.train_precision``).
 5. ``save_pretrained`` model and tokenizer to the output directory, with ``bootstrap.json``
-   (sizes, loss curve, wall time).
+   (sizes, the training precision it ran in, loss curve, wall time).
 
 Deterministic for a given ``params.seed`` (single-threaded data order, seeded init and sampling).
 """
@@ -70,7 +70,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
 
     from selfevolve.embedded import tinymodel
     from selfevolve.embedded.transcripts import as_rows
-    from selfevolve.training.loop import fit
+    from selfevolve.training.loop import fit, resolve_precision
     from selfevolve.training.rl import snapshot, training_attention
 
     t0 = time.time()
@@ -136,6 +136,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
         "parameters": n_params,
         "vocab_size": len(tok),
         "transcripts": len(transcripts),
+        "train_precision": resolve_precision(params.model.train_precision),
         "steps": len(curve),
         "extra_rounds": max(0, len(rounds) - 1),
         "rounds": rounds,

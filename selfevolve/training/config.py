@@ -29,7 +29,7 @@ class TrainConfig(BaseModel):
     lora: LoraParams
     seed: int
     max_model_len: int
-    train_precision: Literal["float32", "bfloat16"]
+    train_precision: Literal["auto", "float32", "bfloat16"]
     temperature: float
     max_new_tokens: int
     sage: SageParams
