@@ -98,7 +98,7 @@ class BootstrapParams(_Section):
     frontier_k: int = Field(8, ge=1, description="samples per frontier question for the base model's pass@k")
     min_frontier_pass: float = Field(0.2, ge=0.0, le=1.0, description="train on while frontier pass@frontier_k is below this")
     min_seed_accuracy: float = Field(0.95, ge=0.0, le=1.0, description="... or its seed-form accuracy is below this")
-    extra_rounds: int = Field(2, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
+    extra_rounds: int = Field(4, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
     focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
 
