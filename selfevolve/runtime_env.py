@@ -1,5 +1,6 @@
 """Process environment defaults every entry point applies before heavy imports (torch, mlflow):
-no model-hub access, no telemetry, and OpenMP threads that sleep instead of spinning."""
+no model-hub access, no telemetry, and OpenMP threads that sleep instead of spinning; and what the
+CPU can do fast (:func:`native_bfloat16`), which the ``auto`` precisions read."""
 
 from __future__ import annotations
 
@@ -31,3 +32,15 @@ def apply_defaults(env: MutableMapping[str, str] = os.environ) -> MutableMapping
     for k, v in DEFAULTS.items():
         env.setdefault(k, v)
     return env
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices natively (oneDNN's check: AVX-512 BF16 or AMX
+    units). Where it does not, PyTorch falls back to a reference kernel: measured on an AVX2 CPU,
+    0.9 GFLOP/s in bfloat16 against 80 in float32, a warm-start step 8.5 s instead of 0.7 s."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False

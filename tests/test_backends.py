@@ -328,9 +328,23 @@ def test_validation_sees_the_weights_generation_will_use():
     from selfevolve.backends.hf import in_dtype
 
     policy = torch.nn.Linear(4, 4)  # float32, as a policy is trained
-    assert in_dtype(policy, "float32") is policy and in_dtype(policy, "auto") is policy
+    assert in_dtype(policy, "float32") is policy
     view = in_dtype(policy, "bfloat16")
     assert view is not policy and view.weight.dtype == torch.bfloat16 and policy.weight.dtype == torch.float32
     assert torch.equal(view.weight, policy.weight.to(torch.bfloat16))
     with pytest.raises(ValueError, match="dtype"):
         in_dtype(policy, "int8")
+
+
+def test_auto_dtype_on_a_cpu_is_bfloat16_only_where_the_cpu_has_it(monkeypatch):
+    """An emulated bfloat16 generated ~50x slower than float32 (an AVX2 CPU), so ``auto`` avoids it."""
+    import torch
+
+    from selfevolve import runtime_env
+    from selfevolve.backends.hf import in_dtype
+
+    policy = torch.nn.Linear(4, 4)
+    monkeypatch.setattr(runtime_env, "native_bfloat16", lambda: False)
+    assert in_dtype(policy, "auto") is policy
+    monkeypatch.setattr(runtime_env, "native_bfloat16", lambda: True)
+    assert in_dtype(policy, "auto").weight.dtype == torch.bfloat16 and policy.weight.dtype == torch.float32

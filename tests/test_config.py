@@ -100,7 +100,7 @@ def test_a_preset_replaces_the_cycles_whole(tmp_path):
     assert set(load_params(p).cycles) == {"c1", "c2"}
     merged = apply_preset(p, ROOT / "configs" / "smollm2-135m.yaml")
     assert set(merged.cycles) == {"c1"} and set(load_params(p).cycles) == {"c1"}  # not merged into c1 + c2
-    assert merged.model.worked_examples and merged.model.base.startswith("pypi:") and merged.model.dtype == "bfloat16"
+    assert merged.model.worked_examples and merged.model.base.startswith("pypi:") and merged.model.dtype == "auto"
     assert merged.model.batch_size == 32 and merged.sampling.max_new_tokens == 256  # sections still merge key by key
     assert load_params(ROOT / "params.yaml", overlays=[ROOT / "configs" / "smollm2-135m.yaml"]).cycles.keys() == {"c1"}
 

@@ -227,15 +227,16 @@ def test_auto_precision_trains_in_bfloat16_only_where_the_cpu_has_it(monkeypatch
     (an AVX2 CPU ran a warm-start step 12x slower in bfloat16 than in float32)."""
     import torch
 
+    from selfevolve import runtime_env
     from selfevolve.training import loop
 
     x = torch.ones(4, 4)
     for native, expected in ((False, "float32"), (True, "bfloat16")):
-        monkeypatch.setattr(loop, "native_bfloat16", lambda native=native: native)
+        monkeypatch.setattr(runtime_env, "native_bfloat16", lambda native=native: native)
         assert loop.resolve_precision("auto") == expected
         with loop.autocast("auto"):
             assert (x @ x).dtype == getattr(torch, expected)
-    monkeypatch.setattr(loop, "native_bfloat16", lambda: False)
+    monkeypatch.setattr(runtime_env, "native_bfloat16", lambda: False)
     assert loop.resolve_precision("bfloat16") == "bfloat16" and loop.resolve_precision("float32") == "float32"
     assert Params().model.train_precision == "auto"
     with pytest.raises(ValueError, match="train_precision"):

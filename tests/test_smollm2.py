@@ -49,7 +49,7 @@ def backend(tmp_path_factory):
     info = convert(smollm2_gguf(), out)
     assert info["architecture"] == "llama" and 130e6 < info["parameters"] < 140e6
     assert (out / "config.json").exists() and "im_start" in (out / "chat_template.jinja").read_text()
-    b = HFBackend(out, dtype="bfloat16")
+    b = HFBackend(out, dtype="auto")
     yield b
     b.close()
 

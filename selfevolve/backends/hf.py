@@ -56,6 +56,7 @@ from typing import Any
 
 from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig, TextCallback, TokenLogprobs
 from selfevolve.backends.rows import RowStreamer, finish_row
+from selfevolve import runtime_env
 
 logger = logging.getLogger(__name__)
 
@@ -98,22 +99,25 @@ def resolve_device(device: str = "auto") -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _torch_dtype(dtype: str):
+def _torch_dtype(dtype: str, device: str = "cpu"):
+    """The torch dtype to load in (``auto``: the checkpoint's on a GPU; on a CPU ``runtime_env.native_bfloat16``)."""
     import torch
 
     if dtype not in _DTYPES:
         raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
-    return "auto" if dtype == "auto" else getattr(torch, dtype)
+    if dtype == "auto":
+        return "auto" if device.startswith("cuda") else (torch.bfloat16 if runtime_env.native_bfloat16() else torch.float32)
+    return getattr(torch, dtype)
 
 
 def in_dtype(model, dtype: str):
     """``model`` with the weights the hf backend generates with once it is saved and loaded in
     ``dtype`` (``ModelParams.dtype``): the model itself when its floating-point weights already have
-    that dtype (or ``dtype`` is ``auto``), else a copy cast to it; the original (a policy being
+    that dtype (or ``dtype`` is ``auto`` on a GPU), else a copy cast to it; the original (a policy being
     trained in float32) is untouched. Validating a model under training must see what the stages
     will see: a small model's greedy answers can change with the rounding of its weights (measured
     on SmolLM2-135M after fine-tuning: docs/measurements.md). Raises ``ValueError`` for an unknown dtype."""
-    target = _torch_dtype(dtype)
+    target = _torch_dtype(dtype, next(model.parameters()).device.type)
     if target == "auto" or all(p.dtype == target for p in model.parameters() if p.is_floating_point()):
         return model
     return copy.deepcopy(model).to(target)
@@ -145,7 +149,7 @@ class HFBackend(Backend):
 
     Args:
         model_path_or_id: local directory (``save_pretrained`` output) or hub id.
-        dtype: ``float32`` | ``bfloat16`` | ``float16`` | ``auto`` (the checkpoint's dtype).
+        dtype: ``float32`` | ``bfloat16`` | ``float16`` | ``auto`` (:func:`_torch_dtype`: no emulated bfloat16).
         device: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``, ``cuda:N``.
         max_model_len: context limit in tokens (prompt + generated); ``None`` takes the model's
             ``max_position_embeddings`` (2048 when the config has none).
@@ -173,8 +177,8 @@ class HFBackend(Backend):
                  trust_remote_code: bool = False, prefix_cache: bool = True):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        torch_dtype = _torch_dtype(dtype)
         dev = resolve_device(device)
+        torch_dtype = _torch_dtype(dtype, dev)
         src = str(model_path_or_id)
         tok_src = src
         if adapter_path is not None and (Path(adapter_path) / "tokenizer_config.json").is_file():
@@ -184,8 +188,8 @@ class HFBackend(Backend):
         load_kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trust_remote_code}
         if dev.startswith("cuda"):
             load_kwargs["device_map"] = dev
-        elif dtype == "float16":
-            logger.warning("float16 on %s is slow or unsupported for some ops; prefer float32 or bfloat16", dev)
+        elif dtype == "float16" or dtype == "bfloat16" and not runtime_env.native_bfloat16():
+            logger.warning("%s on this %s is emulated, many times slower than float32: prefer dtype auto", dtype, dev)
         model = AutoModelForCausalLM.from_pretrained(src, **load_kwargs)
         if adapter_path is not None:
             from peft import PeftModel

@@ -37,23 +37,13 @@ def wsd_schedule(optimizer, steps: int, warmup_steps: int, decay_steps: int, min
                             min_lr_ratio=min_lr_ratio)
 
 
-def native_bfloat16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices natively (oneDNN's check: AVX-512 BF16 or AMX
-    units). Where it does not, PyTorch falls back to a reference kernel: measured on an AVX2 CPU,
-    0.9 GFLOP/s in bfloat16 against 80 in float32, a warm-start step 8.5 s instead of 0.7 s."""
-    import torch
-
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
-
-
 def resolve_precision(precision: str) -> str:
     """``model.train_precision`` as the loop runs it: ``auto`` is ``bfloat16`` on a CPU with native
-    bfloat16 matmuls (:func:`native_bfloat16`) and ``float32`` elsewhere; ``float32`` and
+    bfloat16 matmuls (``runtime_env.native_bfloat16``) and ``float32`` elsewhere; ``float32`` and
     ``bfloat16`` are taken as given. Raises ``ValueError`` for anything else."""
     if precision == "auto":
+        from selfevolve.runtime_env import native_bfloat16
+
         return "bfloat16" if native_bfloat16() else "float32"
     if precision not in ("float32", "bfloat16"):
         raise ValueError(f"train_precision must be auto, float32 or bfloat16, got {precision!r}")
