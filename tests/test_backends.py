@@ -337,7 +337,7 @@ def test_validation_sees_the_weights_generation_will_use():
 
 
 def test_auto_dtype_on_a_cpu_is_bfloat16_only_where_the_cpu_has_it(monkeypatch):
-    """An emulated bfloat16 generated ~50x slower than float32 (an AVX2 CPU), so ``auto`` avoids it."""
+    """Emulated bfloat16 matmuls ran ~90x slower than float32 (an AVX2 CPU), so ``auto`` avoids them."""
     import torch
 
     from selfevolve import runtime_env
