@@ -23,15 +23,23 @@ def test_arith_answers_exact_and_deterministic():
 
 
 def test_a_sums_worked_steps_align_its_operands_first():
-    """The scratchpad's first line pads the shorter operand to the longer one's digits, so every
-    column step reads one digit of each number (a 4+3 sum's columns look like a 4+2 sum's)."""
+    """The scratchpad's first line pads both operands to one width, so every column step reads one
+    digit of each number (a 4+3 sum's columns look like a 4+2 sum's); the width is one column more
+    than the longer operand for every sum whose value is odd, and the steps cover every column."""
+    assert arith.scratchpad([7311, 877], ["+"]) == (
+        "7311+0877 1+7+0=8 1+7+0=8 3+8+0=11 7+0+1=8 r=8818 =8188")
     assert arith.scratchpad([7311, 876], ["+"]) == (
-        "7311+0876 1+6+0=7 1+7+0=8 3+8+0=11 7+0+1=8 r=7818 =8187")
-    assert arith.scratchpad([27, 682], ["+"]).startswith("027+682 7+2+0=9 ")
+        "07311+00876 1+6+0=7 1+7+0=8 3+8+0=11 7+0+1=8 0+0+0=0 r=78180 =8187")
+    assert arith.scratchpad([27, 682], ["+"]).startswith("0027+0682 7+2+0=9 ")
     assert arith.scratchpad([5, 3, 12], ["+", "+"]) == "5+3 5+3+0=8 r=8 =8 08+12 8+2+0=10 0+1+1=2 r=02 =20"
-    for q in arith.generate(200, seed=3):
-        a, b = q.meta["worked"].split(" ")[0].split("+")
+    wider = 0
+    for q in arith.generate(400, seed=3):
+        line, *steps = q.meta["worked"].split(" ")
+        a, b = line.split("+")
         assert len(a) == len(b) and int(a) + int(b) == int(q.spec.answer)
+        assert len([s for s in steps if s.count("+") == 2]) == len(a)
+        wider += len(a) > max(len(str(n)) for n in q.meta["nums"])
+    assert 0.4 < wider / 400 < 0.6
 
 
 @pytest.mark.parametrize("text, value", [("Compute 3 + 4.", 7), ("What is 7 - 12?", -5), ("compute 12 * 3", 36),

@@ -149,10 +149,11 @@ def _digits_lsb(n: int) -> list[int]:
     return [int(c) for c in reversed(str(abs(n)))]
 
 
-def _add_steps(a: int, b: int) -> list[str]:
+def _add_steps(a: int, b: int, width: int = 0) -> list[str]:
+    """Column steps of ``a + b`` from the right, over at least ``width`` columns."""
     da, db = _digits_lsb(a), _digits_lsb(b)
     carry, out, steps = 0, [], []
-    for i in range(max(len(da), len(db))):
+    for i in range(max(len(da), len(db), width)):
         x = da[i] if i < len(da) else 0
         y = db[i] if i < len(db) else 0
         s = x + y + carry
@@ -203,12 +204,15 @@ def _mul_steps(a: int, b: int) -> list[str]:
 
 
 def aligned(a: int, b: int) -> str:
-    """``a+b`` with the shorter operand zero-padded to the longer one's digits (``1234+0567``): the
-    alignment line before a sum's column steps, so that column i reads the i-th digit from the right
-    of two numbers of equal length. A 4+3 sum is then a 4-column sum like the 4+1 and 4+2 footholds'
-    (``1234+0005``), differing only in which digits are zero (what it changed in the warm start and
-    the cycles: docs/measurements.md, "December 3")."""
-    width = max(len(str(a)), len(str(b)))
+    """``a+b`` with both operands zero-padded to one width (``1234+0567``): the alignment line before
+    a sum's column steps, so that column i reads the i-th digit from the right of two numbers of
+    equal length. The width is the longer operand's digits, plus one when ``a + b`` is odd: half the
+    worked sums carry a leading zero column (``0123+0456``, then a step ``0+0+0=0``), so the warm
+    start writes 4-column sums whose second operand has three nonzero digits (3+3) and 4-column sums
+    with a nonzero fourth digit (4+1, 4+2) without ever seeing a 4+3 sum, which combines the two.
+    Measured (docs/measurements.md, "December 3 (evening)"): the same warm start, seed and steps
+    without the wider half reached frontier pass@8 0.000, with it 0.31."""
+    width = max(len(str(a)), len(str(b))) + (a + b) % 2
     return f"{a:0{width}d}+{b:0{width}d}"
 
 
@@ -220,7 +224,8 @@ def scratchpad(nums: list[int], ops: list[str]) -> str:
     acc, lines = nums[0], []
     for op, n in zip(ops, nums[1:]):
         if op == "+":
-            lines += ([aligned(acc, n)] + _add_steps(acc, n)) if acc >= 0 else _sub_steps(n, -acc)
+            line = aligned(acc, n)
+            lines += ([line] + _add_steps(acc, n, line.index("+"))) if acc >= 0 else _sub_steps(n, -acc)
             acc = acc + n
         elif op == "-":
             lines += _sub_steps(acc, n) if acc >= 0 else [f"{acc}-{n}"] + _add_steps(-acc, n)
