@@ -39,8 +39,8 @@ install: $(STAMP)  ## create .venv and install (idempotent)
 run: install  ## run the campaign of params.yaml (the embedded default: 2 cycles) through the Prefect flow
 	$(BIN)/python -m flows.campaign
 
-test: install  ## the full test suite (what CI runs)
-	$(BIN)/python -m pytest -q -rs
+test: install  ## the full test suite (what CI runs), a test file per core (module fixtures are built once)
+	$(BIN)/python -m pytest -q -rs -n auto --dist loadfile
 
 check: install  ## fast tier for every edit: the tests not marked slow, in parallel (a few minutes on 2 cores)
 	$(BIN)/python -m pytest -q -rs -m "not slow" -n auto
