@@ -106,8 +106,10 @@ def test_mlflow_has_one_parent_per_cycle_with_nested_stages(campaign):
     for metric in ("pool_size", "critic_question_pass_rate", "solver_accuracy", "reward_solver", "heldout_accuracy",
                    "heldout_frontier_accuracy", "heldout_seed_accuracy"):
         assert metric in c1.data.metrics, metric
-    rl_run = next(r for r in stages if r.data.tags["selfevolve.stage"] == "train_rl" and r.data.tags["selfevolve.cycle"] == "c1")
-    assert len(client.get_metric_history(rl_run.info.run_id, "loss")) == 3  # per step
+    # the loss per step of every cycle that had rows to train on (the tiny model has some in one cycle
+    # or another: which one follows the CPU's kernels)
+    trained = [r for r in stages if r.data.tags["selfevolve.stage"] == "train_rl" and r.data.metrics.get("rl_trained")]
+    assert trained and all(len(client.get_metric_history(r.info.run_id, "loss")) == 3 for r in trained)
     # each cycle's kept model is a registered version with its cycle's alias, the champion among them
     versions = client.search_model_versions("name = 'e2e'")
     assert set(client.get_registered_model("e2e").aliases) == {"base", "c1", "c2", "champion"} and len(versions) == 3
