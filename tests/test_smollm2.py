@@ -18,7 +18,8 @@ from selfevolve.roles.templates import messages
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 #: Questions per role. Greedy generation (``dtype: auto``: bfloat16 where the CPU has it natively,
-#: float32 elsewhere) is not bit-identical across machines (it follows the kernels the CPU dispatches), so a few completions differ from one machine to another: the rates
+#: float32 elsewhere) is not bit-identical across machines (it follows the kernels the CPU
+#: dispatches), so a few completions differ from one machine to another: the rates
 #: are taken over enough questions that a floor can sit several completions below what was measured.
 N = 24
 #: Parse rates measured: on 24 of these questions on this project's machine class (solver answers
