@@ -8,7 +8,8 @@ kept, whatever its training did):
   ``headline/<readable name>`` (the MLflow charts view groups them in one section, first), and on
   the campaign run with ``step`` = cycle index (0 = base), so the campaign run charts them over the
   cycles;
-* tags the cycle run with what the cycle kept (``selfevolve.kept``);
+* tags the cycle run with what the cycle kept (``selfevolve.kept``) and with its p-values as text
+  (``headline/<name>`` = ``2.7e-19``: the columns of ``selfevolve ui``'s cycles view);
 * registers the model as one version of the registered model named like the campaign, logged on
   the cycle's run with MLflow's transformers flavour (``mlflow.transformers.load_model
   ("models:/<campaign>@c1")`` gives a text-generation pipeline); a model folder over
@@ -135,6 +136,9 @@ def publish_cycles(campaign: str, root: str | Path, cycles: list[str], inits: di
                 client.log_batch(campaign_run[0].info.run_id, metrics=ms)
         what = kept(metrics, cycle, (inits or {}).get(cycle))
         client.set_tag(run_id, TAG_KEPT, what)
+        for k, v in metrics.items():  # p-values also as text: the runs table would show 2.72109334… for 2.7e-19
+            if headline.BY_NAME[k].kind == "p":
+                client.set_tag(run_id, f"headline/{k}", headline.fmt(v, "p"))
         path = root / "models" / cycle
         if not (path / "config.json").is_file():
             continue

@@ -68,6 +68,8 @@ def test_cycle_models_registered_with_aliases_champion_and_lineage(project, tmp_
     # the cycle run carries the headline metrics, readable names first in their own section
     run = client.get_run(champion.run_id)
     assert run.data.tags[tracking.TAG_CYCLE] == "c1" and run.data.metrics["headline/frontier accuracy"] == 0.49
+    # p-values also as text, which the cycles view shows (the runs table cuts a number's exponent off)
+    assert run.data.tags["headline/frontier p vs base"] == "2.7e-19" and "headline/frontier accuracy" not in run.data.tags
     # the same models again: no new versions
     assert model_registry.publish_cycles("t", project, ["c1", "c2"]) == versions
     assert len(client.search_model_versions("name = 't'")) == 3
