@@ -35,7 +35,6 @@ OPS = ("+", "-", "*")
 _EXPR = re.compile(r"^\s*-?\d+(\s*[-+*]\s*-?\d+)+\s*$")
 MAX_DIGITS = 40        # the ladder's practical top (answers stay exact Python integers)
 MAX_OPERANDS = 4
-LINE_WIDTH = 5         # the alignment line's least width (``aligned``): the frontier's sums (up to 5 digits) fit it
 
 
 # ------------------------------------------------------------------------------------------
@@ -205,16 +204,15 @@ def _mul_steps(a: int, b: int) -> list[str]:
 
 
 def aligned(a: int, b: int) -> str:
-    """``a+b`` with both operands zero-padded to one width, at least :data:`LINE_WIDTH` columns
-    (``01234+00567``): the alignment line before a sum's column steps, so that column i reads the
-    i-th character from the right of two numbers of equal length. The width does not depend on the
-    other operand (below ``LINE_WIDTH`` digits): how many zeros an operand gets follows from its own
-    length only. In the seed forms a long operand always meets a short one (4+1, 2+4, never 4+3);
-    with the width set by the longer operand a warm start learned to pad the second operand by the
-    first one's length, and 100 % of its frontier errors were in this line (docs/measurements.md,
-    "December 3 (night)"); with a fixed width every operand's padding is one the seed forms show.
-    Operands longer than ``LINE_WIDTH`` digits widen the line to their length."""
-    width = max(LINE_WIDTH, len(str(a)), len(str(b)))
+    """``a+b`` with both operands zero-padded to one width (``1234+0567``): the alignment line before
+    a sum's column steps, so that column i reads the i-th digit from the right of two numbers of
+    equal length. The width is the longer operand's digits, plus one when ``a + b`` is odd: half the
+    worked sums carry a leading zero column (``0123+0456``, then a step ``0+0+0=0``), so the warm
+    start writes 4-column sums whose second operand has three nonzero digits (3+3) and 4-column sums
+    with a nonzero fourth digit (4+1, 4+2) without ever seeing a 4+3 sum, which combines the two.
+    Measured (docs/measurements.md, "December 3 (evening)"): the same warm start, seed and steps
+    without the wider half reached frontier pass@8 0.000, with it 0.31."""
+    width = max(len(str(a)), len(str(b))) + (a + b) % 2
     return f"{a:0{width}d}+{b:0{width}d}"
 
 
