@@ -61,6 +61,14 @@ def fmt(value: float | int | None, kind: str) -> str:
     return str(int(value))
 
 
+def shown(value: float, kind: str) -> float:
+    """``value`` as a metric to show in a table cell: a p-value rounded to two significant digits
+    (``2.7e-19``; MLflow's runs table prints ``2.72109334e-19`` cut to ``2.72109334…``, losing the
+    exponent), anything else unchanged. The exact p-values stay in ``metrics/<cycle>/evaluate.json``
+    and on the evaluate run."""
+    return float(fmt(value, kind)) if kind == "p" else value
+
+
 def dvc_row(metrics: dict[str, float]) -> dict[str, float | str]:
     """One cycle's line of the DVC headline file (``reports/headline/<cycle>.json``): the headline
     metrics that have a ``dvc`` field, under it, few enough that ``dvc metrics show`` of the

@@ -5,11 +5,11 @@ base model and every cycle whose model folder exists (``models/<cycle>``: the mo
 kept, whatever its training did):
 
 * logs the headline metrics (``selfevolve.headline``) on the cycle's run as
-  ``headline/<readable name>`` (the MLflow charts view groups them in one section, first), and on
+  ``headline/<readable name>`` (the MLflow charts view groups them in one section, first; p-values
+  to two significant digits, ``headline.shown``), and on
   the campaign run with ``step`` = cycle index (0 = base), so the campaign run charts them over the
   cycles;
-* tags the cycle run with what the cycle kept (``selfevolve.kept``) and with its p-values as text
-  (``headline/<name>`` = ``2.7e-19``: the columns of ``selfevolve ui``'s cycles view);
+* tags the cycle run with what the cycle kept (``selfevolve.kept``);
 * registers the model as one version of the registered model named like the campaign, logged on
   the cycle's run with MLflow's transformers flavour (``mlflow.transformers.load_model
   ("models:/<campaign>@c1")`` gives a text-generation pipeline); a model folder over
@@ -129,16 +129,13 @@ def publish_cycles(campaign: str, root: str | Path, cycles: list[str], inits: di
             continue
         run_id = runs[0].info.run_id
         metrics = headline.read(cycle_paths(cycle, root).metrics_dir)
-        ms = [Metric(f"headline/{k}", v, ts, step) for k, v in metrics.items()]
+        ms = [Metric(f"headline/{k}", headline.shown(v, headline.BY_NAME[k].kind), ts, step) for k, v in metrics.items()]
         if ms:
             client.log_batch(run_id, metrics=ms)
             if campaign_run:
                 client.log_batch(campaign_run[0].info.run_id, metrics=ms)
         what = kept(metrics, cycle, (inits or {}).get(cycle))
         client.set_tag(run_id, TAG_KEPT, what)
-        for k, v in metrics.items():  # p-values also as text: the runs table would show 2.72109334… for 2.7e-19
-            if headline.BY_NAME[k].kind == "p":
-                client.set_tag(run_id, f"headline/{k}", headline.fmt(v, "p"))
         path = root / "models" / cycle
         if not (path / "config.json").is_file():
             continue

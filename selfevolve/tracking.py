@@ -42,9 +42,6 @@ EXPERIMENT_KIND = "mlflow.experimentKind"
 #: the headline metrics under their readable names (``selfevolve.model_registry`` logs them).
 SHARED_VIEW_TAG, CYCLES_VIEW = "mlflow.sharedViewState.", "selfevolve-cycles"
 HEADLINE_METRICS = tuple(f"headline/{h.name}" for h in HEADLINE)
-#: The cycles view's columns: the headline metrics, p-values as the cycle runs' text tags of the same
-#: name (``2.7e-19``; the runs table cuts a number to ``2.72109334…`` and hides its exponent).
-HEADLINE_COLUMNS = tuple(f"tags.`headline/{h.name}`" if h.kind == "p" else f"metrics.`headline/{h.name}`" for h in HEADLINE)
 #: Outputs (models included) larger than this are logged to MLflow as a pointer (path and size), not copied.
 MAX_ARTIFACT_BYTES = 500_000_000
 #: Prefect's flow-run id, handed by the orchestration to the stage processes it starts.
@@ -347,7 +344,7 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
     """Where the MLflow UI at ``base_url`` shows a campaign, for people to compare its cycles:
 
     * ``cycles``: the experiment's runs table (model-training view): the cycle runs with the
-      ``HEADLINE_COLUMNS`` as columns (a shared view the function stores as an experiment tag);
+      ``HEADLINE_METRICS`` as columns (a shared view the function stores as an experiment tag);
     * ``compare``: the cycle runs side by side (every metric and parameter per cycle);
     * ``report``: the report run's charts, one series per metric over the cycles;
     * ``trace``: a question's round through the roles (the first trace of the last cycle that traced
@@ -373,7 +370,7 @@ def campaign_urls(base_url: str, campaign: str, client=None) -> dict[str, str]:
     # in start order with the headline metrics as columns
     cycle_runs = f"tags.`{TAG_KIND}` = 'cycle' and tags.`{TAG_CYCLE}` != 'campaign'"
     state = {"searchFilter": cycle_runs, "orderByKey": "attributes.start_time", "orderByAsc": True,
-             "selectedColumns": list(HEADLINE_COLUMNS)}
+             "selectedColumns": [f"metrics.`{m}`" for m in HEADLINE_METRICS]}
     client.set_experiment_tag(eid, SHARED_VIEW_TAG + CYCLES_VIEW, json.dumps(state))
     query = urlencode({"workflowType": "machine_learning", "viewStateShareKey": CYCLES_VIEW})
     out = {"cycles": f"{ui}/experiments/{eid}/runs?{query}"}

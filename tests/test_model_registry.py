@@ -26,7 +26,7 @@ def _project(root, model_dir):
         (root / "metrics" / c).mkdir(parents=True)
         ev = {"heldout_frontier_accuracy": FRONTIER[c], "heldout_seed_accuracy": 0.97}
         if c != "base":
-            ev["heldout_frontier_p_vs_base"] = 2.7e-19
+            ev["heldout_frontier_p_vs_base"] = 2.72109334e-19
             (root / "metrics" / c / "train_sft.json").write_text(json.dumps({"sft_kept": 0}))
             (root / "metrics" / c / "train_rl.json").write_text(json.dumps({"best_step": 3}))
         (root / "metrics" / c / "evaluate.json").write_text(json.dumps(ev))
@@ -68,8 +68,8 @@ def test_cycle_models_registered_with_aliases_champion_and_lineage(project, tmp_
     # the cycle run carries the headline metrics, readable names first in their own section
     run = client.get_run(champion.run_id)
     assert run.data.tags[tracking.TAG_CYCLE] == "c1" and run.data.metrics["headline/frontier accuracy"] == 0.49
-    # p-values also as text, which the cycles view shows (the runs table cuts a number's exponent off)
-    assert run.data.tags["headline/frontier p vs base"] == "2.7e-19" and "headline/frontier accuracy" not in run.data.tags
+    # p-values to two significant digits: a table cell shows 2.7e-19 whole, not 2.72109334…
+    assert run.data.metrics["headline/frontier p vs base"] == 2.7e-19
     # the same models again: no new versions
     assert model_registry.publish_cycles("t", project, ["c1", "c2"]) == versions
     assert len(client.search_model_versions("name = 't'")) == 3

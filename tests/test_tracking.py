@@ -122,9 +122,3 @@ def test_campaign_urls_finds_the_registered_model_of_a_name_with_quotes(store):
     client.create_registered_model(name)
     urls = tracking.campaign_urls("http://127.0.0.1:5000", name, client=client)
     assert urls["model"] == "http://127.0.0.1:5000/#/models/it%27s%20%22x%22"
-    # the cycles view's columns: headline accuracies as metrics, p-values as the runs' text tags
-    import json
-    state = json.loads(client.get_experiment_by_name(name).tags[tracking.SHARED_VIEW_TAG + tracking.CYCLES_VIEW])
-    assert "tags.`headline/frontier p vs base`" in state["selectedColumns"]
-    assert "metrics.`headline/frontier accuracy`" in state["selectedColumns"]
-    assert "metrics.`headline/frontier p vs base`" not in state["selectedColumns"]
