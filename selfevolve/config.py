@@ -101,6 +101,8 @@ class BootstrapParams(_Section):
     extra_rounds: int = Field(4, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
     focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
+    copy_share: float = Field(0.0, ge=0.0, le=0.5, description="arith: share of transcripts that copy an expression as written (no sum)")
+    restate_operands: bool = Field(False, description="arith: a worked sum restates its operands as written before the aligned line")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "BootstrapParams":
@@ -400,9 +402,8 @@ def _deep_merge(base: dict, over: dict, top: bool = True) -> dict:
 
 
 class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader reading exponent floats as YAML 1.2 does: ``1e-5`` is a number (YAML 1.1,
-    PyYAML's default, reads it as a string; ruamel.yaml, which ``apply_preset`` and DVC write with,
-    writes ``0.00001`` so)."""
+    """PyYAML's safe loader reading exponent floats as YAML 1.2 does: ``1e-5`` is a number (YAML 1.1, PyYAML's
+    default, reads it as a string; ruamel.yaml, which ``apply_preset`` and DVC write with, writes ``0.00001`` so)."""
 
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
@@ -481,8 +482,7 @@ def apply_preset(params_path: str | os.PathLike, preset_path: str | os.PathLike)
     merged = validate_params(_deep_merge(_read_yaml(params_path), _read_yaml(Path(preset_path))),
                              f"{params_path} + {preset_path}")
     rt = YAML()
-    rt.preserve_quotes = True
-    rt.width = 4096  # keep flow-style lines as written
+    rt.preserve_quotes, rt.width = True, 4096  # keep quotes and flow-style lines as written
     doc = rt.load(params_path.read_text(encoding="utf-8"))
 
     def merge(node, over, top=True):

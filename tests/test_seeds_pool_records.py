@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import random
+
 import pytest
 
 from selfevolve.config import Params
@@ -40,6 +42,20 @@ def test_a_sums_worked_steps_align_its_operands_first():
         assert len([s for s in steps if s.count("+") == 2]) == len(a)
         wider += len(a) > max(len(str(n)) for n in q.meta["nums"])
     assert 0.4 < wider / 400 < 0.6
+
+
+def test_restated_sums_copy_their_operands_as_written_before_the_aligned_line():
+    """With ``restate`` every sum's steps start with its operands as written, then the same aligned
+    line and column steps as without (for a running total too); without it nothing changes."""
+    assert arith.scratchpad([1857, 374], ["+"], restate=True) == (
+        "1857+374 01857+00374 7+4+0=11 5+7+1=13 8+3+1=12 1+0+1=2 0+0+0=0 r=13220 =2231")
+    assert arith.scratchpad([5, 3, 12], ["+", "+"], restate=True) == (
+        "5+3 5+3 5+3+0=8 r=8 =8 8+12 08+12 8+2+0=10 0+1+1=2 r=02 =20")
+    rng_a, rng_b = random.Random(4), random.Random(4)
+    for form in ("4+3", "1+2", "5+2"):
+        plain, restated = arith.make_question(rng_a, form, "p"), arith.make_question(rng_b, form, "r", restate=True)
+        a, b = plain.meta["nums"]
+        assert restated.meta["worked"] == f"{a}+{b} " + plain.meta["worked"]
 
 
 @pytest.mark.parametrize("text, value", [("Compute 3 + 4.", 7), ("What is 7 - 12?", -5), ("compute 12 * 3", 36),

@@ -206,6 +206,41 @@ def test_warm_start_transcripts_answer_only_questions_of_their_forms():
     assert stepped_out > 20 and outside_scored > 5
 
 
+def test_copy_practice_copies_long_operand_pairs_and_answers_no_sum():
+    """``copy_share`` of the warm start copies an expression as written: the reply is the question's
+    operands joined by ``+``, both operands' lengths drawn on their own (two long operands meet, as in
+    no seed form), the question is no arith expression, and the Solver's share pays for it; at
+    ``copy_share`` 0 the transcripts are the default ones, draw for draw. ``bootstrap.copy_share`` and
+    ``bootstrap.restate_operands`` reach the warm start's transcripts."""
+    import re
+
+    from selfevolve.config import load_params
+    from selfevolve.embedded.warm_start import warm_start_transcripts
+    from selfevolve.questions import arith
+
+    chats = arith_transcripts(4000, seed=2, copy_share=0.1)
+    copies = [c for _, c in chats if "Problem: Copy " in c[0]["content"]]
+    assert 0.08 < len(copies) / 4000 < 0.12
+    long_pairs = 0
+    for chat in copies:
+        question = chat[0]["content"].rsplit("Problem: ", 1)[1].strip()
+        a, b = re.fullmatch(r"Copy (\d+) \+ (\d+)\.", question).groups()
+        assert chat[1]["content"] == f"<think>{a}+{b}</think><answer>{a}+{b}</answer>"
+        assert arith.parse_expression(question) is None
+        long_pairs += min(len(a), len(b)) >= 4
+    assert long_pairs > 20
+    solver = sum(role == "solver" for role, _ in chats) - len(copies)
+    assert 0.57 < solver / 4000 < 0.63
+    assert arith_transcripts(500, seed=2, copy_share=0.0) == arith_transcripts(500, seed=2)
+
+    params = load_params(None, overrides={"bootstrap.transcripts": 300, "bootstrap.copy_share": 0.2,
+                                          "bootstrap.restate_operands": True})
+    out = warm_start_transcripts(params)
+    assert any("Problem: Copy " in c[0]["content"] for _, c in out)
+    worked = [c[1]["content"] for _, c in out if "Problem: Compute " in c[0]["content"] and c[1]["content"].startswith("<think>")]
+    assert worked and all(re.match(r"<think>(\d+)\+(\d+) 0*\1\+0*\2 ", w) for w in worked), worked[:3]
+
+
 @pytest.mark.parametrize("encoding", ["none", "rope"])
 def test_position_encoding_none_is_nope_and_survives_save_and_load(tmp_path, encoding):
     """With ``position_encoding: none`` a one-layer model's last output depends on the set of

@@ -31,13 +31,14 @@ def warm_start_transcripts(params: Params, seed_questions=None) -> list[tuple[st
     from selfevolve.embedded import transcripts
     from selfevolve.questions.seed_sets import arith_forms
 
-    n = params.bootstrap.transcripts
-    seed_forms = arith_forms(params)[0]
+    bp = params.bootstrap
+    n, seed_forms = bp.transcripts, arith_forms(params)[0]
+    arith = dict(seed=params.seed, forms=seed_forms, copy_share=bp.copy_share, restate=bp.restate_operands)
     if params.seeds.set == "arith":
-        return transcripts.arith_transcripts(n, seed=params.seed, forms=seed_forms)
+        return transcripts.arith_transcripts(n, **arith)
     qs = [q for q in (seed_questions or []) if q.domain == "code"]
     chats = transcripts.code_transcripts(qs, n // 2, seed=params.seed) if qs else []
-    return chats + transcripts.arith_transcripts(n - len(chats), seed=params.seed, forms=seed_forms)
+    return chats + transcripts.arith_transcripts(n - len(chats), **arith)
 
 
 def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
@@ -95,7 +96,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
             batch = []
             for _ in range(bp.batch_size):
                 if focus and rng.random() < bp.focus_share:
-                    batch.append(_focus_row(rng, focus))
+                    batch.append(_focus_row(rng, focus, bp.restate_operands))
                     continue
                 if not order:
                     order.extend(range(len(rows)))
@@ -162,13 +163,13 @@ def focus_forms(entry: dict, bp) -> dict[str, float]:
     return {f: 1.0 - a for f, a in sorted((entry.get("seed_forms") or {}).items()) if a < bp.min_seed_accuracy}
 
 
-def _focus_row(rng, focus: dict[str, float]):
+def _focus_row(rng, focus: dict[str, float], restate: bool = False):
     """One Solver training row on a fresh question of a focus form (drawn by weight)."""
     from selfevolve.embedded.transcripts import as_rows, solver_transcript
     from selfevolve.questions import arith
 
     form = rng.choices(list(focus), weights=list(focus.values()))[0]
-    return as_rows([solver_transcript(rng, arith.make_question(rng, form, "focus"))], prefix="focus")[0]
+    return as_rows([solver_transcript(rng, arith.make_question(rng, form, "focus", restate=restate))], prefix="focus")[0]
 
 
 def _seed_ok(entry: dict, bp) -> bool:

@@ -212,20 +212,30 @@ def aligned(a: int, b: int) -> str:
     with a nonzero fourth digit (4+1, 4+2) without ever seeing a 4+3 sum, which combines the two.
     Measured (docs/measurements.md, "December 3 (evening)"): the same warm start, seed and steps
     without the wider half reached frontier pass@8 0.000, with it 0.31."""
-    width = max(len(str(a)), len(str(b))) + (a + b) % 2
+    width = line_width(a, b)
     return f"{a:0{width}d}+{b:0{width}d}"
 
 
-def scratchpad(nums: list[int], ops: list[str]) -> str:
+def line_width(a: int, b: int) -> int:
+    """The columns of ``a + b``'s :func:`aligned` line and of its column steps: the longer operand's
+    digits, plus one when ``a + b`` is odd."""
+    return max(len(str(a)), len(str(b))) + (a + b) % 2
+
+
+def scratchpad(nums: list[int], ops: list[str], restate: bool = False) -> str:
     """The worked steps (without tags) for an expression, left to right: a sum of two non-negative
     numbers starts with its :func:`aligned` line, then one step per column from the right
     (``x+y+carry=s``), the result's digits from the right (``r=...``) and its value (``=...``).
+    With ``restate`` the sum first restates its operands as written (``1857+374 01857+00374 ...``):
+    measured on the embedded warm start (docs/measurements.md, "December 3: the alignment line at a
+    fixed width" and "December 3 (late): reading practice"), the frontier's errors moved from the
+    aligned line into this plain copy, which a copy task (``bootstrap.copy_share``) then teaches.
     Products take a 1-digit second operand as generated here; a product elsewhere gets its value only."""
     acc, lines = nums[0], []
     for op, n in zip(ops, nums[1:]):
         if op == "+":
-            line = aligned(acc, n)
-            lines += ([line] + _add_steps(acc, n, line.index("+"))) if acc >= 0 else _sub_steps(n, -acc)
+            head = [f"{acc}+{n}"] * restate + [aligned(acc, n)]
+            lines += (head + _add_steps(acc, n, line_width(acc, n))) if acc >= 0 else _sub_steps(n, -acc)
             acc = acc + n
         elif op == "-":
             lines += _sub_steps(acc, n) if acc >= 0 else [f"{acc}-{n}"] + _add_steps(-acc, n)
@@ -237,15 +247,15 @@ def scratchpad(nums: list[int], ops: list[str]) -> str:
     return " ".join(lines)
 
 
-def make_question(rng: random.Random, form: str, qid: str, split: str | None = None) -> Question:
+def make_question(rng: random.Random, form: str, qid: str, split: str | None = None, restate: bool = False) -> Question:
     """One question of ``form`` (e.g. ``"4+2"``), ids ``qid``; ``form`` and ``split``
     (``seed``/``frontier``/``beyond``) are the question's fields and the categories results are
-    broken down by."""
+    broken down by; ``restate``: the worked solution's format (:func:`scratchpad`)."""
     op, digits = parse_form(form)
     nums = [operand(rng, d) for d in digits]
     ops = [op] * (len(nums) - 1)
     expr = expression_text(nums, ops)
-    meta = {"expression": expr, "nums": nums, "ops": ops, "worked": scratchpad(nums, ops),
+    meta = {"expression": expr, "nums": nums, "ops": ops, "worked": scratchpad(nums, ops, restate),
             "categories": ["form"] + (["split"] if split else [])}
     return Question(id=qid, domain="math", text=f"Compute {expr}.", spec=MathSpec(answer=str(evaluate(nums, ops))),
                     level=level(digits), source="seed:arith", form=form, split=split, meta=meta)
