@@ -154,6 +154,13 @@ POLICY_CASES = [
     ("52_8", "\\boxed{53_8}", False),
     ("52_8", "\\boxed{42}", False),
     ("18", "I have no idea.", False),
+    # the question's computation restated is no answer (math-verify would evaluate it)
+    ("11015", "<answer>8086+2929</answer>", False),
+    ("14", "\\boxed{(3+4) \\times 2}", False),
+    ("11015", "<answer>11015</answer>", True),
+    ("0.75", "\\boxed{3/4}", True),
+    ("12000", "\\boxed{1.2 \\times 10^4}", True),
+    ("x+1", "\\boxed{1+x}", True),
 ]
 
 

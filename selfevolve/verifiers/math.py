@@ -56,6 +56,11 @@ Policies (what counts as the same answer)
   A condition added or dropped is wrong.
 * **Base-n numerals**: ``52_8`` is compared by digits and base (``52_{8}``, ``(52)_8`` and ``52``
   match; ``53_8`` and ``42`` do not), since math-verify would read the subscript as an index.
+* **Unevaluated arithmetic**: when the gold is a number, an answer that is an arithmetic expression
+  of numbers (``8086+2929``, ``(3+4)*2``, ``2^2+1``) is wrong even when its value matches (math-verify
+  evaluates it): the question's computation restated is not its answer. A warm start with copy
+  practice learned to answer ``Compute 8086 + 2929.`` with ``8086+2929``, and was graded right.
+  Fractions (``3/4``, ``\\frac{10}{2}``) and scientific notation (``1.2 \\times 10^4``) are values.
 
 Time limits
 -----------

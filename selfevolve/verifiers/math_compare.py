@@ -15,7 +15,8 @@ policies are listed in ``selfevolve.verifiers.math``):
   keeps the library's test and then requires exact equality of exact values (sympy; 60-digit
   evaluation, relative, when sympy cannot decide) and, when a decimal is involved, a *relative*
   difference of at most ``DECIMAL_REL_TOL``;
-* conditions and quantifiers (``split_conditions``), base-n numerals, repeated list elements.
+* conditions and quantifiers (``split_conditions``), base-n numerals, repeated list elements,
+  unevaluated arithmetic for a numeral gold (``_unevaluated``).
 """
 
 from __future__ import annotations
@@ -126,6 +127,23 @@ def _install_exact_numeric_eq() -> None:
 
 _BASE_N_RE = re.compile(r"^\(?([0-9A-Za-z]+)\)?_\{?(\d+)\}?$")
 _DIGITS_RE = re.compile(r"^([0-9A-Za-z]+)$")
+_NUMBER = r"[-+]?\d+(?:\.\d+)?"
+_NUMERAL_RE = re.compile(rf"^{_NUMBER}$")
+_OPERATOR = r"(?:[-+*/^]|\\times|\\cdot|\\div)"
+_ARITHMETIC_RE = re.compile(rf"^[\s(]*{_NUMBER}(?:[\s)]*{_OPERATOR}[\s(]*{_NUMBER})+[\s)]*$")
+_VALUE_RE = re.compile(rf"^{_NUMBER}\s*(?:(?:\\times|\\cdot|\*)\s*10\s*\^\s*\{{?-?\d+\}}?|/\s*\d+)$")
+
+
+def _unevaluated(gold_main: str, pred_main: str) -> str | None:
+    """Why a prediction is not the value a numeral gold asks for: an arithmetic expression of
+    numbers (``8086+2929``, ``(3+4)*2``, ``2^2+1``) restates a computation instead of doing it, and
+    math-verify would evaluate it and accept it. A fraction (``3/4``) and scientific notation
+    (``1.2 \\times 10^4``) are values. None when the gold is not a numeral or the prediction is no such expression."""
+    if not _NUMERAL_RE.match(gold_main.strip()) or not _ARITHMETIC_RE.match(pred_main) or _VALUE_RE.match(pred_main.strip()):
+        return None
+    return f"{pred_main[:80]!r} is an unevaluated expression, not the value {gold_main[:80]!r}"
+
+
 _TEXT_WRAP_RE = re.compile(r"\\(?:text|mbox|textrm|textnormal|mathrm|textit|textbf)\s*\{([^{}]*)\}")
 _SPACING_RE = re.compile(r"\\(?:left|right)(?![A-Za-z])|\\[,;:!\s]|~|\\q?quad(?![A-Za-z])|\s+")
 _RELATION_SPELLINGS = (("\\geqslant", "\\ge"), ("\\leqslant", "\\le"), ("\\geq", "\\ge"), ("\\leq", "\\le"),
@@ -214,7 +232,8 @@ def _grade_pair(gold: str, prediction: Any, order: tuple[str, ...]) -> tuple[str
             return "wrong", extracted, "extracted answer does not parse"
         if not verify(list(gold_parsed), list(pred_parsed), timeout_seconds=None):
             return "wrong", extracted, f"{pred_main[:80]!r} != {gold_main[:80]!r}"
-    why = _multiset_mismatch(gold_main, pred_main) or _condition_mismatch(gold_conds, pred_conds)
+    why = (_unevaluated(gold_main, pred_main) or _multiset_mismatch(gold_main, pred_main)
+           or _condition_mismatch(gold_conds, pred_conds))
     if why:
         return "wrong", extracted, why
     return "correct", extracted, ""
