@@ -77,7 +77,9 @@ def copy_transcript(rng: random.Random, max_digits: int = COPY_DIGITS) -> tuple[
     operands (at most 7 digits in all): a warm start restating its operands copied 4+4 sums wrong
     (``1857+53`` for 1857 + 5385) in 30 of 30, and with this task 0 of 30 (docs/measurements.md,
     "December 3 (late): reading practice"). Its question is no arith expression
-    (``arith.parse_expression`` reads none), so no Challenger or pool treats it as one."""
+    (``arith.parse_expression`` reads none), so no Challenger or pool treats it as one. Measured
+    side effect, why it is off by default: the model carried the reply over to sums it could not
+    compute (``Compute 8086 + 2929.`` -> ``<answer>8086+2929</answer>``, graded wrong since)."""
     a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
     return _chat("solver", f"<think>{a}+{b}</think><answer>{a}+{b}</answer>", question=f"Copy {a} + {b}.", domain="math",
                  plan=None)
