@@ -58,7 +58,8 @@ CASES: dict[str, list[tuple[str, str, str]]] = {
         ("-5", r"\boxed{–5}", "correct"),  # en dash
         (r"2 \times 3^{2}", r"\boxed{2×3²}", "correct"),
         (r"\sqrt{12}", r"\boxed{√12}", "correct"),
-        ("6", r"\boxed{2·3}", "correct"),
+        (r"2 \cdot 3", r"\boxed{2·3}", "correct"),
+        ("6", r"\boxed{2·3}", "wrong"),  # a numeral gold wants the value, not the product restated
     ],
     # several boxes: only the last was kept; they are the answers when the gold is a list
     "several_boxes": [
