@@ -17,6 +17,9 @@ GPU's atomics-based kernels would not).
     .venv/bin/python benchmarks/bench_determinism.py --set bootstrap.steps=200 --set bootstrap.extra_rounds=0 \
         --set rl.steps=30   # quicker (~15 min on 2 cores; without extra_rounds=0 the warm start's probe
                             # fails at 200 steps and four practice rounds of 600 steps follow)
+    .venv/bin/python benchmarks/bench_determinism.py --against ../before/reports/determinism/run-a
+                            # one run here, compared with a run of another checkout (before and after a
+                            # change that should not change any output); same params and overrides
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=ROOT, help="project whose params.yaml is used")
     ap.add_argument("--out", type=Path, default=None, help="work folder (default <root>/reports/determinism)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param (YAML value; repeatable)")
+    ap.add_argument("--against", type=Path, default=None, metavar="RUN_DIR",
+                    help="run once and compare with this run folder of another checkout (its reports/determinism/run-a)")
     args = ap.parse_args(argv)
 
     import shutil
@@ -97,18 +102,24 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = Path(params.seeds.data_dir)
     if not data_dir.is_absolute():
         params.seeds.data_dir = str((args.root / data_dir).resolve())
+    if args.against is not None and not args.against.is_dir():
+        raise SystemExit(f"--against {args.against}: no such run folder (run this benchmark in the other checkout first)")
     out = (args.out or args.root / "reports" / "determinism").resolve()
     seconds, digests = [], []
-    for name in ("run-a", "run-b"):
+    for name in ("run-a",) if args.against else ("run-a", "run-b"):
         root = out / name
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         seconds.append(run_campaign(root, params))
         digests.append(digest(root))
+    if args.against:
+        digests.append(digest(args.against.resolve()))
     differ = compare(*digests)
     for k in differ:
         print(f"DIFFERS: {k}")
-    print(f"{len(digests[0])} outputs compared; {len(differ)} differ; runs took {seconds[0]:.0f} s and {seconds[1]:.0f} s")
+    against = f" (against {args.against})" if args.against else ""
+    print(f"{len(digests[0])} outputs compared{against}; {len(differ)} differ; "
+          f"run{'s' * (len(seconds) > 1)} took {' and '.join(f'{t:.0f} s' for t in seconds)}")
     return 1 if differ else 0
 
 

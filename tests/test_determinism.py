@@ -43,3 +43,28 @@ def test_two_runs_of_the_first_stages_give_identical_bytes(tmp_path):
     # and the comparison is not blind: a changed byte is found
     b["models/base/model.safetensors"] = "0"
     assert bench.compare(a, b) == ["models/base/model.safetensors"]
+
+
+def test_against_compares_one_run_with_another_checkouts_run(tmp_path, monkeypatch, capsys):
+    """``--against RUN_DIR`` runs once and compares with a run folder made elsewhere: equal outputs
+    pass, a changed or missing output fails and is named, a missing folder is a clear error."""
+    def fake_run(root, params, log=print):
+        (root / "metrics" / "c1").mkdir(parents=True)
+        (root / "metrics" / "c1" / "solve.json").write_text('{"accuracy": 0.5, "stage_seconds": 3.0}')
+        (root / "model.bin").write_bytes(b"weights")
+        return 1.0
+
+    monkeypatch.setattr(bench, "run_campaign", fake_run)
+    other = tmp_path / "other" / "run-a"
+    other.mkdir(parents=True)
+    fake_run(other, None)
+    (other / "metrics" / "c1" / "solve.json").write_text('{"accuracy": 0.5, "stage_seconds": 9.0}')  # timings may differ
+    assert bench.main(["--out", str(tmp_path / "here"), "--against", str(other)]) == 0
+    assert "2 outputs compared (against" in capsys.readouterr().out
+    assert not (tmp_path / "here" / "run-b").exists()
+    (other / "model.bin").write_bytes(b"other weights")
+    assert bench.main(["--out", str(tmp_path / "here"), "--against", str(other)]) == 1
+    assert "DIFFERS: model.bin" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no such run folder"):
+        bench.main(["--out", str(tmp_path / "here"), "--against", str(tmp_path / "missing")])
+
