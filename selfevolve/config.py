@@ -101,7 +101,7 @@ class BootstrapParams(_Section):
     extra_rounds: int = Field(4, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
     focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
-    copy_share: float = Field(0.0, ge=0.0, le=0.5, description="arith: share of transcripts that copy an expression as written (no sum)")
+    practice_share: float = Field(0.0, ge=0.0, le=0.5, description="arith: share of transcripts that align a sum's operands (no sum)")
     restate_operands: bool = Field(False, description="arith: a worked sum restates its operands as written before the aligned line")
 
     @model_validator(mode="after")
@@ -186,8 +186,7 @@ class SageParams(_Section):
     frontier_band: Pair = Field((0.05, 0.8), description="the Solver's frontier: questions whose pass rate over "
                                                "the n samples lies in [low, high]; they are the Solver's training data "
                                                "(expert_iteration) and the preferred reference items and re-solved pool questions")
-    frontier_boost: float = Field(8.0, ge=1.0, description="how much likelier a pool question on the frontier is drawn as a "
-                                  "reference item or re-solved than any other (1 = uniform)")
+    frontier_boost: float = Field(8.0, ge=1.0, description="frontier questions' weight as reference items or re-solved (1 = uniform)")
     difficulty_reward: Literal["sage", "uncertainty"] = Field("uncertainty", description="r_d of the Challenger's reward: "
                                                               "sage = 1 - p; uncertainty = 1 - 2|p - 0.5| (R-Zero)")
     alpha: float = Field(0.7, ge=0.0, le=1.0, description="question quality gate on s_q")

@@ -206,37 +206,44 @@ def test_warm_start_transcripts_answer_only_questions_of_their_forms():
     assert stepped_out > 20 and outside_scored > 5
 
 
-def test_copy_practice_copies_long_operand_pairs_and_answers_no_sum():
-    """``copy_share`` of the warm start copies an expression as written: the reply is the question's
-    operands joined by ``+``, both operands' lengths drawn on their own (two long operands meet, as in
-    no seed form), the question is no arith expression, and the Solver's share pays for it; at
-    ``copy_share`` 0 the transcripts are the default ones, draw for draw. ``bootstrap.copy_share`` and
-    ``bootstrap.restate_operands`` reach the warm start's transcripts."""
+def test_alignment_practice_aligns_long_operand_pairs_and_answers_no_sum():
+    """``practice_share`` of the warm start aligns a sum's operands as a worked sum starts: the reply
+    is the restated operands and the zero-padded aligned line of ``arith.scratchpad``, with no column
+    step and no ``<answer>``; both operands' lengths are drawn on their own (two long operands meet,
+    as in no seed form), the question is no arith expression, and the Solver's share pays for it; at
+    ``practice_share`` 0 the transcripts are the default ones, draw for draw. ``bootstrap.practice_share``
+    and ``bootstrap.restate_operands`` reach the warm start's transcripts."""
     import re
 
     from selfevolve.config import load_params
     from selfevolve.embedded.warm_start import warm_start_transcripts
     from selfevolve.questions import arith
 
-    chats = arith_transcripts(4000, seed=2, copy_share=0.1)
-    copies = [c for _, c in chats if "Problem: Copy " in c[0]["content"]]
-    assert 0.08 < len(copies) / 4000 < 0.12
-    long_pairs = 0
-    for chat in copies:
+    chats = arith_transcripts(4000, seed=2, practice_share=0.1, restate=True)
+    practice = [c for _, c in chats if "Problem: Align " in c[0]["content"]]
+    assert 0.08 < len(practice) / 4000 < 0.12
+    long_pairs = padded_first = 0
+    for chat in practice:
         question = chat[0]["content"].rsplit("Problem: ", 1)[1].strip()
-        a, b = re.fullmatch(r"Copy (\d+) \+ (\d+)\.", question).groups()
-        assert chat[1]["content"] == f"<think>{a}+{b}</think><answer>{a}+{b}</answer>"
+        a, b = re.fullmatch(r"Align (\d+) \+ (\d+)\.", question).groups()
+        width = max(len(a), len(b)) + (int(a) + int(b)) % 2
+        assert chat[1]["content"] == f"<think>{a}+{b} {a.zfill(width)}+{b.zfill(width)}</think>"
+        # the same head as the worked sum of the same operands
+        assert arith.scratchpad([int(a), int(b)], ["+"], restate=True).startswith(f"{a}+{b} {a.zfill(width)}+{b.zfill(width)} ")
         assert arith.parse_expression(question) is None
         long_pairs += min(len(a), len(b)) >= 4
-    assert long_pairs > 20
-    solver = sum(role == "solver" for role, _ in chats) - len(copies)
+        padded_first += 3 <= len(a) < len(b)
+    assert long_pairs > 20 and padded_first > 20
+    plain = [c for _, c in arith_transcripts(500, seed=2, practice_share=0.2) if "Problem: Align " in c[0]["content"]]
+    assert plain and all(re.fullmatch(r"<think>\d+\+\d+</think>", c[1]["content"]) for c in plain)
+    solver = sum(role == "solver" for role, _ in chats) - len(practice)
     assert 0.57 < solver / 4000 < 0.63
-    assert arith_transcripts(500, seed=2, copy_share=0.0) == arith_transcripts(500, seed=2)
+    assert arith_transcripts(500, seed=2, practice_share=0.0) == arith_transcripts(500, seed=2)
 
-    params = load_params(None, overrides={"bootstrap.transcripts": 300, "bootstrap.copy_share": 0.2,
+    params = load_params(None, overrides={"bootstrap.transcripts": 300, "bootstrap.practice_share": 0.2,
                                           "bootstrap.restate_operands": True})
     out = warm_start_transcripts(params)
-    assert any("Problem: Copy " in c[0]["content"] for _, c in out)
+    assert any("Problem: Align " in c[0]["content"] for _, c in out)
     worked = [c[1]["content"] for _, c in out if "Problem: Compute " in c[0]["content"] and c[1]["content"].startswith("<think>")]
     assert worked and all(re.match(r"<think>(\d+)\+(\d+) 0*\1\+0*\2 ", w) for w in worked), worked[:3]
 

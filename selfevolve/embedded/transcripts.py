@@ -23,11 +23,11 @@ PLANS = {
 }
 
 
-#: Share of each role in the warm-start transcripts ("copy": reading practice, :func:`copy_transcript`,
-#: its share taken from the Solver's by ``arith_transcripts(copy_share=)``).
-ROLE_WEIGHTS = {"solver": 0.7, "copy": 0.0, "challenger": 0.1, "planner": 0.06, "critic_question": 0.08, "critic_plan": 0.06}
-#: The copy task's operands have 1 to this many digits, each drawn on its own: beyond the reach levels' 6.
-COPY_DIGITS = 7
+#: Share of each role in the warm-start transcripts ("practice": alignment practice,
+#: :func:`practice_transcript`, its share taken from the Solver's by ``arith_transcripts(practice_share=)``).
+ROLE_WEIGHTS = {"solver": 0.7, "practice": 0.0, "challenger": 0.1, "planner": 0.06, "critic_question": 0.08, "critic_plan": 0.06}
+#: The practice task's operands have 1 to this many digits, each drawn on its own: beyond the reach levels' 6.
+PRACTICE_DIGITS = 7
 
 
 def plan_text(ops: list[str]) -> str:
@@ -69,20 +69,21 @@ def solver_transcript(rng: random.Random, q: Question) -> tuple[str, Chat]:
     return _chat("solver", solver_completion(q), question=q.text, domain="math", plan=plan)
 
 
-def copy_transcript(rng: random.Random, max_digits: int = COPY_DIGITS) -> tuple[str, Chat]:
-    """Reading practice for the Solver: ``Copy 1857 + 53851.`` -> ``<think>1857+53851</think>
-    <answer>1857+53851</answer>``, the two operands' digit counts drawn independently from 1 to
-    ``max_digits``. No sum is computed, so no frontier answer is taught; what is taught is the plain
-    copy that a worked sum with ``restate`` starts with. The seed forms alone never pair two long
-    operands (at most 7 digits in all): a warm start restating its operands copied 4+4 sums wrong
-    (``1857+53`` for 1857 + 5385) in 30 of 30, and with this task 0 of 30 (docs/measurements.md,
-    "December 3 (late): reading practice"). Its question is no arith expression
-    (``arith.parse_expression`` reads none), so no Challenger or pool treats it as one. Measured
-    side effect, why it is off by default: the model carried the reply over to sums it could not
-    compute (``Compute 8086 + 2929.`` -> ``<answer>8086+2929</answer>``, graded wrong since)."""
+def practice_transcript(rng: random.Random, restate: bool = False, max_digits: int = PRACTICE_DIGITS) -> tuple[str, Chat]:
+    """Alignment practice for the Solver: ``Align 153 + 5385.`` -> ``<think>153+5385 0153+5385</think>``,
+    the head of the worked sum (``arith.scratchpad``: the operands as written when ``restate``, then the
+    :func:`arith.aligned` line) and nothing after it: no column step, no sum, no ``<answer>``. The two
+    operands' digit counts are drawn independently from 1 to ``max_digits``, so every pair of lengths
+    is aligned, while the seed forms alone never pad a first operand of 3+ digits or pair two long
+    ones. Measured (docs/measurements.md, "December 3 (late): reading practice"): with the copy alone
+    (``Copy a + b.`` -> ``<think>a+b</think><answer>a+b</answer>``) the restated line was right for every
+    form up to 5+5 and every 3+4 / 4+4 error moved into the aligned line (``01533+05385`` for 153 +
+    5385), and the model carried the copied ``<answer>`` over to sums it could not compute; hence the
+    aligned line here, the verb unlike "Compute" and no answer. Its question is no arith expression
+    (``arith.parse_expression`` reads none), so no Challenger or pool treats it as one."""
     a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
-    return _chat("solver", f"<think>{a}+{b}</think><answer>{a}+{b}</answer>", question=f"Copy {a} + {b}.", domain="math",
-                 plan=None)
+    head = [f"{a}+{b}"] * restate + [arith.aligned(a, b)]
+    return _chat("solver", f"<think>{' '.join(head)}</think>", question=f"Align {a} + {b}.", domain="math", plan=None)
 
 
 def as_rows(transcripts: list[tuple[str, Chat]], prefix: str = "warm") -> list[Rollout]:
@@ -93,14 +94,14 @@ def as_rows(transcripts: list[tuple[str, Chat]], prefix: str = "warm") -> list[R
 
 
 def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None, role_weights: dict[str, float] | None = None,
-                      copy_share: float = 0.0, restate: bool = False) -> list[tuple[str, Chat]]:
+                      practice_share: float = 0.0, restate: bool = False) -> list[tuple[str, Chat]]:
     """``n`` role transcripts over the arith ``forms`` (default: ``arith.seed_forms()``), deterministic
-    for ``seed``. Roles are mixed by ``role_weights`` (default ``ROLE_WEIGHTS`` with ``copy_share`` of
-    the Solver's share moved to the copy task: mostly Solver, whose accuracy is what everything else
+    for ``seed``. Roles are mixed by ``role_weights`` (default ``ROLE_WEIGHTS`` with ``practice_share`` of
+    the Solver's share moved to the practice task: mostly Solver, whose accuracy is what everything else
     builds on); ``restate``: the worked sums' format (``arith.scratchpad``).
 
     * Solver: the question (with the role's plan in half of them) -> worked scratchpad + answer.
-    * Copy (reading practice, :func:`copy_transcript`): an expression copied as written.
+    * Practice (:func:`practice_transcript`): a sum's operands aligned as its worked steps start, no sum.
     * Challenger: a reference question of one form -> a new question one step up the ladder
       (``arith.harder_form``) or of the same form, with its answer (no worked steps: the environment
       computes the reference of an arithmetic question, the Challenger's answer is only scored). A
@@ -115,7 +116,7 @@ def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None, rol
 
     forms = forms or arith.seed_forms()
     inside = set(forms)
-    weights = role_weights or {**ROLE_WEIGHTS, "solver": ROLE_WEIGHTS["solver"] - copy_share, "copy": copy_share}
+    weights = role_weights or {**ROLE_WEIGHTS, "solver": ROLE_WEIGHTS["solver"] - practice_share, "practice": practice_share}
     roles, cum = list(weights), list(weights.values())
     rng = random.Random(seed)
     out: list[tuple[str, Chat]] = []
@@ -126,8 +127,8 @@ def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None, rol
         role = rng.choices(roles, weights=cum)[0]
         if role == "solver":
             out.append(solver_transcript(rng, q))
-        elif role == "copy":
-            out.append(copy_transcript(rng))
+        elif role == "practice":
+            out.append(practice_transcript(rng, restate))
         elif role == "challenger":
             new = arith.make_question(rng, harder_form(form, rng) if rng.random() < 0.67 else form, f"t{i}n")
             ref = f"{q.text} Answer: {q.spec.answer}"

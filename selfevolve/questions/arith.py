@@ -229,7 +229,7 @@ def scratchpad(nums: list[int], ops: list[str], restate: bool = False) -> str:
     With ``restate`` the sum first restates its operands as written (``1857+374 01857+00374 ...``):
     measured on the embedded warm start (docs/measurements.md, "December 3: the alignment line at a
     fixed width" and "December 3 (late): reading practice"), the frontier's errors moved from the
-    aligned line into this plain copy, which a copy task (``bootstrap.copy_share``) then teaches.
+    aligned line into this plain copy, which a practice task (``bootstrap.practice_share``) then teaches.
     Products take a 1-digit second operand as generated here; a product elsewhere gets its value only."""
     acc, lines = nums[0], []
     for op, n in zip(ops, nums[1:]):
