@@ -187,6 +187,7 @@ class SageParams(_Section):
                                                "the n samples lies in [low, high]; they are the Solver's training data "
                                                "(expert_iteration) and the preferred reference items and re-solved pool questions")
     frontier_boost: float = Field(8.0, ge=1.0, description="frontier questions' weight as reference items or re-solved (1 = uniform)")
+    edge_share: float = Field(0.5, ge=0.0, le=1.0, description="share of reference items from the Solver's edge (pool.edge_groups)")
     difficulty_reward: Literal["sage", "uncertainty"] = Field("uncertainty", description="r_d of the Challenger's reward: "
                                                               "sage = 1 - p; uncertainty = 1 - 2|p - 0.5| (R-Zero)")
     alpha: float = Field(0.7, ge=0.0, le=1.0, description="question quality gate on s_q")

@@ -86,3 +86,59 @@ def weighted_sample(rng: random.Random, items: list, weights: list[float], k: in
     ``k >= len(items)``."""
     keyed = sorted(((rng.random() ** (1.0 / w), i) for i, w in enumerate(weights)), reverse=True)
     return [items[i] for _, i in keyed[: max(0, k)]]
+
+
+def form_pass_rates(questions: list[Question], min_samples: int = 1) -> dict[str, float]:
+    """Per question form (``Question.form``, e.g. ``"4+3"``): the Solver's pass rate over every
+    measured attempt at the form's questions (each question's ``measured.pass_rate`` weighted by its
+    ``samples``), for the forms with at least ``min_samples`` attempts. Questions without a form or
+    a measurement are left out."""
+    hits: dict[str, float] = Counter()
+    samples: dict[str, int] = Counter()
+    for q in questions:
+        if q.form and q.measured is not None:
+            hits[q.form] += q.measured.pass_rate * q.measured.samples
+            samples[q.form] += q.measured.samples
+    return {f: hits[f] / samples[f] for f in samples if samples[f] >= min_samples}
+
+
+def edge_groups(questions: list[Question], band: tuple[float, float], min_samples: int = 16) -> list[list[Question]]:
+    """The questions at the Solver's edge, from which a Challenger's step up lands one rung beyond
+    what it masters, grouped by form: the forms on its frontier (the form's pass rate in ``band``, as
+    the self-labels count them) and the forms of the hardest rung it solves at all (the largest
+    ``arith.rung_size`` among forms whose pass rate is at least ``band[0]``); a question without a
+    form (other seed sets) is a group of its own when its pass rate is in ``band``. The rung rule is
+    that of Lee et al. 2025 ("Self-Improving Transformers Overcome Easy-to-Hard and Length
+    Generalization Challenges", sec. 3): each round's questions are one step longer than the longest
+    the model already solves. A form counts with ``min_samples`` attempts or more (four questions of
+    four samples by default), so that one lucky answer does not move the edge. Measured on the embedded default's campaigns (docs/measurements.md,
+    "December 3 (night 2)"): drawn by ``frontier_weights`` alone, 80-88 % of c2's reference items
+    were seed forms the Solver answered ~99 % of the time, and 1-22 of ~1,400 Challenger questions
+    were 4+4."""
+    from selfevolve.questions.arith import rung_size
+
+    lo, hi = band
+    rates = form_pass_rates(questions, min_samples)
+    rungs = {f: rung_size(f) for f, p in rates.items() if p >= lo}
+    top = max(rungs.values(), default=None)
+    edge = {f for f, p in rates.items() if p <= hi} & set(rungs) | {f for f, r in rungs.items() if r == top}
+    groups: dict[str, list[Question]] = {}
+    for q in questions:
+        if q.form in edge or (not q.form and q.measured is not None and lo <= q.measured.pass_rate <= hi):
+            groups.setdefault(q.form or q.id, []).append(q)
+    return list(groups.values())
+
+
+def reference_items(rng: random.Random, pool: list[Question], k: int, band: tuple[float, float], boost: float,
+                    edge_share: float) -> list[Question]:
+    """``k`` reference items for the Challenger, drawn with replacement: each, with probability
+    ``edge_share``, from the :func:`edge_groups` (a group uniformly, then one of its questions), else
+    from the whole pool by :func:`frontier_weights`. With no edge (nothing measured yet) or
+    ``edge_share`` 0 every item is drawn by the weights, the same draws as
+    ``rng.choices(pool, weights, k=k)``."""
+    weights = frontier_weights(pool, band, boost)
+    edge = edge_groups(pool, band) if edge_share > 0 else []
+    if not edge:
+        return rng.choices(pool, weights=weights, k=k)
+    return [rng.choice(rng.choice(edge)) if rng.random() < edge_share else rng.choices(pool, weights=weights)[0]
+            for _ in range(k)]

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from selfevolve.config import Params
-from selfevolve.pool import dedup_against, pool_stats
-from selfevolve.records import MathSpec, Question, RecordFileError, read_jsonl, write_jsonl
+from selfevolve.pool import dedup_against, edge_groups, frontier_weights, pool_stats, reference_items
+from selfevolve.records import MathSpec, PassRate, Question, RecordFileError, read_jsonl, write_jsonl
 from selfevolve.questions import arith, tiny_code
 
 
@@ -180,6 +180,43 @@ def test_dedup_and_stats():
     assert kept2 == []
     s = pool_stats(pool + kept)
     assert s["size"] == 2 and s["challenger_questions"] == 1
+
+
+def _measured(form: str, n: int, rate: float, prefix: str, samples: int = 4) -> list[Question]:
+    qs = arith.generate(n, seed=len(prefix), forms=[form], prefix=prefix)
+    for q in qs:
+        q.measured = PassRate(pass_rate=rate, samples=samples, cycle="c1")
+    return qs
+
+
+def test_the_challengers_edge_is_its_frontier_and_the_hardest_rung_it_solves():
+    """``edge_groups``: the forms whose pass rate is in the band (4+3), and the forms of the hardest
+    rung solved at least at the band's low end (rung 7: 5+2 mastered, 4+3); not a mastered easier
+    form (3+3), not an unsolved harder one (4+4 at 0), not a form with too few attempts (5+3 on one
+    lucky question), and a question without a form by its own rate. ``reference_items`` draws
+    ``edge_share`` of the items from there, a form uniformly (not by its number of questions), and
+    at ``edge_share`` 0 or with nothing measured draws exactly as ``frontier_weights`` did."""
+    pool = (_measured("3+3", 200, 1.0, "a") + _measured("5+2", 100, 1.0, "b") + _measured("4+3", 10, 0.3, "c")
+            + _measured("4+4", 10, 0.0, "d") + _measured("5+3", 1, 0.5, "e") + arith.generate(50, seed=9, prefix="u"))
+    code = Question(id="k1", domain="math", text="What is the smallest prime above 20?", spec=MathSpec(answer="23"),
+                    measured=PassRate(pass_rate=0.5, samples=4, cycle="c1"))
+    groups = edge_groups(pool + [code], (0.05, 0.8))
+    assert sorted(g[0].form or g[0].id for g in groups) == ["4+3", "5+2", "k1"]
+    assert [len(g) for g in groups if g[0].form == "4+3"] == [10]
+    assert sorted(g[0].form for g in edge_groups(pool, (0.05, 0.8), min_samples=4)) == ["4+3", "5+3"]  # rung 8 now
+
+    band, boost = (0.05, 0.8), 8.0
+    refs = reference_items(random.Random(3), pool, 4000, band, boost, edge_share=0.5)
+    forms = [q.form for q in refs]
+    # half by form (a quarter each), half by frontier_weights (4+3: 80 of 441, 5+2: 100 of 441)
+    assert 0.31 < forms.count("4+3") / 4000 < 0.37 and 0.33 < forms.count("5+2") / 4000 < 0.4
+    assert forms.count("4+4") < 70 and 800 < forms.count("3+3") < 1020  # by the weights only: 45 and 907 expected
+    for share in (0.0, 0.5):
+        unmeasured = arith.generate(40, seed=4, prefix="v")
+        assert reference_items(random.Random(5), unmeasured, 30, band, boost, share) == \
+            random.Random(5).choices(unmeasured, weights=frontier_weights(unmeasured, band, boost), k=30)
+    assert reference_items(random.Random(5), pool, 30, band, boost, 0.0) == \
+        random.Random(5).choices(pool, weights=frontier_weights(pool, band, boost), k=30)
 
 
 def test_jsonl_roundtrip_and_errors(tmp_path):

@@ -10,7 +10,7 @@ import ast
 from statistics import fmean
 
 from selfevolve.inputs import InputError
-from selfevolve.pool import frontier_weights
+from selfevolve.pool import reference_items
 from selfevolve.records import ChallengerRollout, CodeSpec, MathSpec, Question, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
 from selfevolve.roles.forcing import force_answers
@@ -90,8 +90,8 @@ def part_missing(texts: list[str], refs: list[Question], part: str) -> list[int]
 
 def challenge(ctx: StageContext) -> dict:
     """Challenger: ``sage.questions_per_cycle`` new questions, each from a reference item drawn from
-    the previous pool (questions on the Solver's frontier ``sage.frontier_boost`` times likelier,
-    ``selfevolve.pool.frontier_weights``); verifier specs validated (``selfevolve.verifiers.spec``).
+    the previous pool (questions on the Solver's frontier ``sage.frontier_boost`` times likelier, and
+    ``sage.edge_share`` of them from its edge: ``selfevolve.pool.reference_items``); verifier specs validated (``selfevolve.verifiers.spec``).
     Writes ``challenge.jsonl``. Raises ``InputError`` when the previous pool is empty."""
     from selfevolve.verifiers.spec import validate_specs_batch
 
@@ -101,8 +101,8 @@ def challenge(ctx: StageContext) -> dict:
         raise InputError(f"{ctx.init.pool} is empty: the Challenger needs reference items; check seeds.set in params.yaml "
                          "and re-run the stages before this one (`dvc repro`)")
     rng = ctx.rng("challenge")
-    weights = frontier_weights(pool, params.sage.frontier_band, params.sage.frontier_boost)
-    refs = rng.choices(pool, weights=weights, k=params.sage.questions_per_cycle)
+    sage = params.sage
+    refs = reference_items(rng, pool, sage.questions_per_cycle, sage.frontier_band, sage.frontier_boost, sage.edge_share)
     prompts = [render("challenger", domain=r.domain, reference=reference_text(r)) for r in refs]
     convs = [ctx.chat("challenger", p, r.domain) for p, r in zip(prompts, refs)]
     with ctx.backend() as backend:
