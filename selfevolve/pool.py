@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from itertools import accumulate
 from statistics import fmean
 
 from selfevolve.records import Question
@@ -111,17 +112,18 @@ def edge_groups(questions: list[Question], band: tuple[float, float], min_sample
     that of Lee et al. 2025 ("Self-Improving Transformers Overcome Easy-to-Hard and Length
     Generalization Challenges", sec. 3): each round's questions are one step longer than the longest
     the model already solves. A form counts with ``min_samples`` attempts or more (four questions of
-    four samples by default), so that one lucky answer does not move the edge. Measured on the embedded default's campaigns (docs/measurements.md,
-    "December 3 (night 2)"): drawn by ``frontier_weights`` alone, 80-88 % of c2's reference items
-    were seed forms the Solver answered ~99 % of the time, and 1-22 of ~1,400 Challenger questions
-    were 4+4."""
+    four samples by default), so that one lucky answer does not move the edge. Measured on the
+    embedded default's campaigns (docs/measurements.md, "December 3 (night 2)"): drawn by
+    ``frontier_weights`` alone, 80-88 % of c2's reference items were seed forms the Solver answered
+    ~99 % of the time, and 1-22 of ~1,400 Challenger questions were 4+4."""
     from selfevolve.questions.arith import rung_size
 
     lo, hi = band
     rates = form_pass_rates(questions, min_samples)
-    rungs = {f: rung_size(f) for f, p in rates.items() if p >= lo}
-    top = max(rungs.values(), default=None)
-    edge = {f for f, p in rates.items() if p <= hi} & set(rungs) | {f for f, r in rungs.items() if r == top}
+    learning = {f for f, p in rates.items() if lo <= p <= hi}
+    solved = {f: rung_size(f) for f, p in rates.items() if p >= lo}
+    top = max(solved.values(), default=None)
+    edge = learning | {f for f, rung in solved.items() if rung == top}
     groups: dict[str, list[Question]] = {}
     for q in questions:
         if q.form in edge or (not q.form and q.measured is not None and lo <= q.measured.pass_rate <= hi):
@@ -136,9 +138,9 @@ def reference_items(rng: random.Random, pool: list[Question], k: int, band: tupl
     from the whole pool by :func:`frontier_weights`. With no edge (nothing measured yet) or
     ``edge_share`` 0 every item is drawn by the weights, the same draws as
     ``rng.choices(pool, weights, k=k)``."""
-    weights = frontier_weights(pool, band, boost)
+    cum_weights = list(accumulate(frontier_weights(pool, band, boost)))  # what rng.choices(weights=) sums per call
     edge = edge_groups(pool, band) if edge_share > 0 else []
     if not edge:
-        return rng.choices(pool, weights=weights, k=k)
-    return [rng.choice(rng.choice(edge)) if rng.random() < edge_share else rng.choices(pool, weights=weights)[0]
+        return rng.choices(pool, cum_weights=cum_weights, k=k)
+    return [rng.choice(rng.choice(edge)) if rng.random() < edge_share else rng.choices(pool, cum_weights=cum_weights)[0]
             for _ in range(k)]

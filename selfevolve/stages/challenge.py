@@ -91,8 +91,9 @@ def part_missing(texts: list[str], refs: list[Question], part: str) -> list[int]
 def challenge(ctx: StageContext) -> dict:
     """Challenger: ``sage.questions_per_cycle`` new questions, each from a reference item drawn from
     the previous pool (questions on the Solver's frontier ``sage.frontier_boost`` times likelier, and
-    ``sage.edge_share`` of them from its edge: ``selfevolve.pool.reference_items``); verifier specs validated (``selfevolve.verifiers.spec``).
-    Writes ``challenge.jsonl``. Raises ``InputError`` when the previous pool is empty."""
+    ``sage.edge_share`` of them from its edge: ``selfevolve.pool.reference_items``); verifier specs
+    validated (``selfevolve.verifiers.spec``). Writes ``challenge.jsonl``. Raises ``InputError`` when
+    the previous pool is empty."""
     from selfevolve.verifiers.spec import validate_specs_batch
 
     params = ctx.params
