@@ -271,13 +271,13 @@ class MassParams(_Section):
     enabled: bool = True
     generations: int = Field(2, ge=0, le=100)
     population: int = Field(4, ge=1, le=64)
-    eval_questions: int = Field(16, ge=1)
-    confirm_questions: int = Field(32, ge=0, description="pool questions outside the fitness sample on which the final champion "
+    eval_questions: int = Field(32, ge=1)
+    confirm_questions: int = Field(64, ge=0, description="pool questions outside the fitness sample on which the final champion "
                                    "must beat the single agent before it is kept (0 = off)")
     max_agents: int = Field(4, ge=1, le=32)
     max_calls: int = Field(6, ge=1, le=256)
     max_tokens_per_run: int = Field(1024, ge=16)
-    questions: int = Field(48, ge=1, description="pool questions (sampled per cycle) the search, its confirmation and the champion "
+    questions: int = Field(96, ge=1, description="pool questions (sampled per cycle) the search, its confirmation and the champion "
                            "trajectories use")
     trajectories_per_question: int = Field(2, ge=1)
     cost_weight: float = Field(0.0, ge=0.0, description="fitness penalty per 1,000 output tokens (0 = off)")

@@ -89,6 +89,24 @@ def weighted_sample(rng: random.Random, items: list, weights: list[float], k: in
     return [items[i] for _, i in keyed[: max(0, k)]]
 
 
+def frontier_first(rng: random.Random, questions: list[Question], band: tuple[float, float], k: int) -> list[Question]:
+    """``k`` distinct questions, those on the Solver's frontier (a measured pass rate inside
+    ``band``) first: ``k`` of them drawn uniformly when there are more, else all of them and the
+    rest of ``k`` drawn uniformly from the other questions; all questions when ``k >= len(questions)``.
+
+    This is the set on which workflow designs are told apart: a question the Solver always solves
+    is solved by every design, one it never solves by nearly none (measured on three c2 models,
+    96 questions each: a planner->solver design against the single agent won +2/-0, +7/-0, +7/-0
+    on frontier questions and +0/-0, +5/-0, +4/-0 on questions drawn with the frontier 8x likelier).
+    """
+    lo, hi = band
+    on = [q for q in questions if q.measured is not None and lo <= q.measured.pass_rate <= hi]
+    ids = {id(q) for q in on}
+    off = [q for q in questions if id(q) not in ids]
+    picked = rng.sample(on, min(k, len(on)))
+    return picked + rng.sample(off, min(max(0, k - len(picked)), len(off)))
+
+
 def form_pass_rates(questions: list[Question], min_samples: int = 1) -> dict[str, float]:
     """Per question form (``Question.form``, e.g. ``"4+3"``): the Solver's pass rate over every
     measured attempt at the form's questions (each question's ``measured.pass_rate`` weighted by its

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from selfevolve.config import Params
-from selfevolve.pool import dedup_against, edge_groups, frontier_weights, pool_stats, reference_items
+from selfevolve.pool import dedup_against, edge_groups, frontier_first, frontier_weights, pool_stats, reference_items
 from selfevolve.records import MathSpec, PassRate, Question, RecordFileError, read_jsonl, write_jsonl
 from selfevolve.questions import arith, tiny_code
 
@@ -217,6 +217,24 @@ def test_the_challengers_edge_is_its_frontier_and_the_hardest_rung_it_solves():
             random.Random(5).choices(unmeasured, weights=frontier_weights(unmeasured, band, boost), k=30)
     assert reference_items(random.Random(5), pool, 30, band, boost, 0.0) == \
         random.Random(5).choices(pool, weights=frontier_weights(pool, band, boost), k=30)
+
+
+def test_workflow_designs_are_measured_on_the_solvers_frontier_first():
+    """``frontier_first`` (the MASS search's questions): every frontier question before any other,
+    a uniform draw among them when there are more than asked, the rest filled from the others
+    (always solved, never solved, unmeasured); seeded; all questions when more are asked."""
+    band = (0.05, 0.8)
+    frontier = _measured("4+3", 10, 0.5, "f")
+    others = _measured("3+3", 50, 1.0, "m") + _measured("5+5", 50, 0.0, "z") + arith.generate(20, seed=2, prefix="u")
+    pool = others[:30] + frontier + others[30:]
+    picked = frontier_first(random.Random(1), pool, band, 16)
+    assert len({q.id for q in picked}) == 16 and {q.id for q in picked[:10]} == {q.id for q in frontier}
+    assert all(q.id not in {f.id for f in frontier} for q in picked[10:])
+    assert picked == frontier_first(random.Random(1), pool, band, 16)
+    few = frontier_first(random.Random(2), pool, band, 4)
+    assert all(q.form == "4+3" for q in few) and few != frontier_first(random.Random(3), pool, band, 4)
+    assert sorted(q.id for q in frontier_first(random.Random(0), pool, band, 500)) == sorted(q.id for q in pool)
+    assert len(frontier_first(random.Random(0), others, band, 8)) == 8  # nothing on the frontier: uniform
 
 
 def test_jsonl_roundtrip_and_errors(tmp_path):
