@@ -7,6 +7,7 @@ import pytest
 
 from selfevolve.backends.base import Backend, Completion, SamplingConfig
 from selfevolve.config import LoraParams, MassParams, Params, SFTParams
+from selfevolve.evaluation.solve import SOLVER_PROMPT, build_messages
 from selfevolve.mass.design import DesignLimits, planner_solver, planner_solver_review, single_agent
 from selfevolve.mass.executor import run_design
 from selfevolve.mass.search import search_and_collect
@@ -54,19 +55,48 @@ def verify(questions, answers):
     return [float(a == q.answer) for q, a in zip(questions, answers)]
 
 
-def test_trajectories_become_chats_with_bare_question_for_the_orchestrator():
-    res = run_design(HalfRight(), planner_solver(), QUESTIONS, limits=DesignLimits())
-    chats = trajectories_to_chats(res.trajectories, QUESTIONS)
+def test_a_champion_run_becomes_the_single_passs_prompt_and_its_accepted_answer():
+    """The chat is what the next cycle's single Solver sees (the Solver template, no plan), with the
+    answer agent's output as the one assistant turn; not the planner's turn, not the workflow text.
+    After a gate's re-delegation, the attempt the final answer was read from."""
+    design = planner_solver()
+    res = run_design(HalfRight(), design, QUESTIONS, limits=DesignLimits())
+    chats = trajectories_to_chats(res.trajectories, QUESTIONS, {"math": design})
     assert len(chats) == len(QUESTIONS)
     for q, t, chat in zip(QUESTIONS, res.trajectories, chats):
-        assert [m["role"] for m in chat] == ["user", "assistant", "user", "assistant"]
-        assert chat[0]["content"] == q.text  # orchestrator's opening prompt -> the bare question
+        assert [m["role"] for m in chat] == ["user", "assistant"]
+        assert chat[0]["content"] == build_messages(q, SOLVER_PROMPT)[-1]["content"]  # as evaluated: no Plan: line
         assert t.messages[0].content == render("planner", question=q.text)
-        assert chat[2]["content"] == render("solver", question=q.text, domain="math", plan="1. add the digits")  # worker prompt stays
-        assert chat[1]["content"] == t.messages[1].content and chat[3]["content"] == t.messages[3].content
+        assert chat[1]["content"] == t.messages[3].content  # the solver's output, not the plan
     assert chats_to_records(chats[:1]) == [{"messages": chats[0]}]
     with pytest.raises(KeyError, match="not among"):
-        trajectories_to_chats(res.trajectories, QUESTIONS[:1])
+        trajectories_to_chats(res.trajectories, QUESTIONS[:1], {"math": design})
+    with pytest.raises(KeyError, match="no champion"):
+        trajectories_to_chats(res.trajectories, QUESTIONS, {})
+    with pytest.raises(ValueError, match="ran design"):
+        trajectories_to_chats(res.trajectories, QUESTIONS, {"math": single_agent()})
+
+    class BothRejected(HalfRight):
+        """The reviewer rejects both attempts, the first less firmly (4/10 against 2/10): the run's
+        answer is the first attempt, though the re-delegated one came last."""
+
+        def chat(self, conversations, sampling):
+            out = super().chat(conversations, sampling)
+            for conv, comps in zip(conversations, out):
+                p = conv[-1]["content"]
+                if "Reply <score>" in p:
+                    comps[:] = [Completion(text="<score>2</score>" if "second" in p else "<score>4</score>", output_tokens=2)
+                                for _ in comps]
+                elif p.startswith("The reviewer rejected"):
+                    comps[:] = [Completion(text="<think>second</think><answer>7</answer>", output_tokens=3) for _ in comps]
+            return out
+
+    gated = planner_solver_review()
+    res = run_design(BothRejected(), gated, QUESTIONS[:1], limits=DesignLimits())
+    solver_outputs = [m.content for m in res.trajectories[0].messages if m.role == "assistant" and m.agent_id == "solver"]
+    assert len(solver_outputs) == 2 and res.trajectories[0].final_answer != "7"
+    chat = trajectories_to_chats(res.trajectories, QUESTIONS[:1], {"math": gated})[0]
+    assert chat[1]["content"] == solver_outputs[0]
 
 
 def test_collect_keeps_completed_and_verified_runs_only():
@@ -86,7 +116,7 @@ def test_sft_mask_covers_exactly_the_assistant_tokens(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     trajs = collect_champion_trajectories(HalfRight(), {"math": planner_solver_review()}, QUESTIONS, verify, samples=1,
                                           limits=DesignLimits())
-    chats = trajectories_to_chats(select_for_sft(trajs), QUESTIONS)
+    chats = trajectories_to_chats(select_for_sft(trajs), QUESTIONS, {"math": planner_solver_review()})
     assert chats
     for chat in chats:
         ids, mask = assistant_token_mask(tok, chat)
@@ -116,7 +146,7 @@ def _weights(path):
 def test_train_sft_runs_and_saves_a_loadable_model(tiny_model_dir, tmp_path, lora_enabled):
     trajs = collect_champion_trajectories(HalfRight(), {"math": planner_solver()}, QUESTIONS, verify, samples=1,
                                           limits=DesignLimits())
-    chats = trajectories_to_chats(select_for_sft(trajs), QUESTIONS)
+    chats = trajectories_to_chats(select_for_sft(trajs), QUESTIONS, {"math": planner_solver()})
     out = tmp_path / "sft"
     lora = LoraParams(enabled=lora_enabled, r=4, alpha=8, dropout=0.0)
     summary = train_sft(tiny_model_dir, chats, out, SFTParams(steps=3, batch_size=2, learning_rate=1e-2), lora, seed=0)
@@ -151,7 +181,7 @@ def test_search_and_collect_finds_champions_and_keeps_verified_trajectories():
     assert kept and all(t.completed and t.correct == 1.0 for t in kept)
     assert metrics["mass_trajectories_kept"] == len(kept) and metrics["mass_trajectories"] == 2 * len(QUESTIONS)
     assert 0.0 <= metrics["mass_math_accuracy"] <= 1.0 and "mass_math_single_agent_accuracy" in metrics
-    assert trajectories_to_chats(kept, {q.id: q for q in QUESTIONS})
+    assert trajectories_to_chats(kept, {q.id: q for q in QUESTIONS}, outcome.result.champions)
     # next cycle: the champion comes back as previous_champions
     again = search_and_collect(HalfRight(), QUESTIONS, params.mass, verify, seed=1, previous_champions=champions, **run)
     assert again.metrics["mass_designs_evaluated"] >= 3

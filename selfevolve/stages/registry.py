@@ -98,7 +98,7 @@ STAGES: tuple[Stage, ...] = (
           params=(*_GEN, "mass", "verifiers"), artifacts=("mass_dir",), resource="gpu"),
     Stage("datasets", train.datasets, True,
           deps=("cycle.rollouts", "cycle.pool", "cycle.solve_set", "cycle.attempts", "cycle.verdicts", "cycle.mass_trajectories",
-                "init.earlier_labels", "init.self_labels"),
+                "cycle.mass_champions", "init.earlier_labels", "init.self_labels"),
           outs=("cycle.rl_dataset", "cycle.self_labels", "cycle.earlier_labels", "cycle.sft_dataset"),
           params=("sage.ablation", "rl.algorithm", "rl.skip_no_spread", "sage.frontier_band", "rl.labels_per_question", "mass.enabled")),
     Stage("train_rl", train.train_rl, True,

@@ -8,6 +8,7 @@ knows nothing of evaluation.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter, defaultdict
 from statistics import fmean
@@ -85,7 +86,8 @@ def datasets(ctx: StageContext) -> dict:
       ``sage.frontier_band`` (:func:`self_labels`; none when ``sage.ablation.train_solver`` is off).
     * ``earlier_labels.jsonl``: every earlier cycle's self-labels (the starting cycle's earlier
       labels plus its self-labels).
-    * ``sft_dataset.jsonl``: the MASS champion's trajectories as chats.
+    * ``sft_dataset.jsonl``: the MASS champion's verified answers as single-pass Solver chats
+      (``selfevolve.mass.sft_data``).
     """
     from selfevolve.mass.sft_data import chats_to_records, trajectories_to_chats
     from selfevolve.training.advantages import role_advantages
@@ -108,8 +110,11 @@ def datasets(ctx: StageContext) -> dict:
     write_jsonl(P.earlier_labels, earlier)
     chats = []
     if params.mass.enabled and P.mass_trajectories.exists():
+        from selfevolve.mass.design import WorkflowDesign
+
         questions = {q.id: q for q in read_jsonl(P.pool, Question)}
-        chats = trajectories_to_chats(read_jsonl(P.mass_trajectories, Trajectory), questions)
+        champions = {d: WorkflowDesign.model_validate(o) for d, o in json.loads(P.mass_champions.read_text()).items()}
+        chats = trajectories_to_chats(read_jsonl(P.mass_trajectories, Trajectory), questions, champions)
     write_jsonl(P.sft_dataset, chats_to_records(chats))
     counts = Counter(r.role for r in rl_rows)
     levels = Counter(r.detail.get("level") for r in labels)
@@ -180,17 +185,16 @@ def train_rl(ctx: StageContext) -> dict:
 
 
 def train_sft(ctx: StageContext) -> dict:
-    """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS trajectories; the result is the
-    cycle's model ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
+    """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS champion's verified answers as
+    single-pass chats; the result is the cycle's model ``models/<cycle>``. With no SFT rows the RL
+    checkpoint is copied unchanged.
 
     The SFT step is kept only if it does not lower validation accuracy on the questions being moved
     nor, by more than ``rl.retention_tolerance``, on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
     ``selfevolve.training.rl.progress_kept``): otherwise ``models/<cycle>`` is the RL checkpoint and
-    ``sft_kept`` is 0. Measured here: 40 steps on 18 trajectory chats took held-out accuracy from
-    0.34 to 0.055, since the flattened multi-agent chats pull the Solver away from its own format.
+    ``sft_kept`` is 0 (the flattened multi-agent chats of the MASS reference were refused here
+    every time: they pull the Solver away from its own prompt; docs/measurements.md).
     """
-    import json
-
     from selfevolve.training.sft import train_sft as _train_sft
 
     P, params = ctx.paths, ctx.params
