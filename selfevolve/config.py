@@ -261,9 +261,10 @@ class RLParams(_Section):
 
 
 class SFTParams(_Section):
-    steps: int = Field(20, ge=0)
+    steps: int = Field(40, ge=0)
     batch_size: int = Field(8, ge=1)
     learning_rate: float = Field(1e-4, gt=0, le=1.0)
+    replay_fraction: float = Field(0.5, ge=0.0, lt=1.0, description="share of the SFT chats replaying earlier data, as rl.replay_fraction")
     keep_if_worse: bool = Field(False, description="keep the SFT model even when it lowers validation accuracy")
 
 
@@ -272,8 +273,7 @@ class MassParams(_Section):
     generations: int = Field(2, ge=0, le=100)
     population: int = Field(4, ge=1, le=64)
     eval_questions: int = Field(32, ge=1)
-    confirm_questions: int = Field(64, ge=0, description="pool questions outside the fitness sample on which the final champion "
-                                   "must beat the single agent before it is kept (0 = off)")
+    confirm_questions: int = Field(64, ge=0, description="questions beside the fitness sample the champion must win on (0 = off)")
     max_agents: int = Field(4, ge=1, le=32)
     max_calls: int = Field(6, ge=1, le=256)
     max_tokens_per_run: int = Field(1024, ge=16)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+import random
+
 import pytest
 
 from selfevolve.backends.base import Backend, Completion, SamplingConfig
@@ -15,7 +17,7 @@ from selfevolve.mass.sft_data import chats_to_records, trajectories_to_chats
 from selfevolve.mass.trajectories import collect_champion_trajectories, select_for_sft
 from selfevolve.roles.templates import render
 from selfevolve.questions import arith
-from selfevolve.training.sft import assistant_token_mask, train_sft
+from selfevolve.training.sft import assistant_token_mask, train_sft, with_replay
 
 
 QUESTIONS = arith.generate(6, seed=21, levels=(1, 2))
@@ -97,6 +99,27 @@ def test_a_champion_run_becomes_the_single_passs_prompt_and_its_accepted_answer(
     assert len(solver_outputs) == 2 and res.trajectories[0].final_answer != "7"
     chat = trajectories_to_chats(res.trajectories, QUESTIONS[:1], {"math": gated})[0]
     assert chat[1]["content"] == solver_outputs[0]
+
+
+def test_sft_chats_are_mixed_with_replay_of_what_the_model_masters():
+    """``fraction`` of the result is replay (the rows' prompt and completion as a chat), drawn
+    without replacement and shuffled in; nothing is replayed at 0 or with no chats; seeded."""
+    from selfevolve.records import Rollout
+
+    chats = [[{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}] for i in range(30)]
+    rows = [Rollout(id=f"w{i}", role="solver", group=f"w{i}", question_id="", prompt=f"p{i}", completion=f"c{i}", reward=1.0) for i in range(500)]
+    mixed = with_replay(chats, rows, 0.5, random.Random(0))
+    replayed = [c for c in mixed if c[0]["content"].startswith("p")]
+    assert len(mixed) == 60 and len(replayed) == 30 and all(c in mixed for c in chats)
+    assert len({c[0]["content"] for c in replayed}) == 30
+    assert all(c[1]["content"] == "c" + c[0]["content"][1:] for c in replayed)
+    assert mixed[:30] != chats and mixed == with_replay(chats, rows, 0.5, random.Random(0))
+    assert len(with_replay(chats, rows, 0.25, random.Random(0))) == 40
+    assert len(with_replay(chats, rows[:5], 0.5, random.Random(0))) == 35  # all the rows there are
+    assert sorted(map(str, with_replay(chats, rows, 0.0, random.Random(0)))) == sorted(map(str, chats))
+    assert with_replay([], rows, 0.5, random.Random(0)) == []
+    with pytest.raises(ValueError, match="replay fraction"):
+        with_replay(chats, rows, 1.0, random.Random(0))
 
 
 def test_collect_keeps_completed_and_verified_runs_only():

@@ -186,8 +186,9 @@ def train_rl(ctx: StageContext) -> dict:
 
 def train_sft(ctx: StageContext) -> dict:
     """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS champion's verified answers as
-    single-pass chats; the result is the cycle's model ``models/<cycle>``. With no SFT rows the RL
-    checkpoint is copied unchanged.
+    single-pass chats, ``sft.replay_fraction`` of them replaying the warm start's transcripts and
+    earlier self-labels (``training.sft.with_replay``); the result is the cycle's model
+    ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
 
     The SFT step is kept only if it does not lower validation accuracy on the questions being moved
     nor, by more than ``rl.retention_tolerance``, on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
@@ -196,9 +197,12 @@ def train_sft(ctx: StageContext) -> dict:
     every time: they pull the Solver away from its own prompt; docs/measurements.md).
     """
     from selfevolve.training.sft import train_sft as _train_sft
+    from selfevolve.training.sft import with_replay
 
     P, params = ctx.paths, ctx.params
     chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
+    replayed = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout) if chats else []
+    chats = with_replay(chats, replayed, params.sft.replay_fraction, ctx.rng("train_sft"))
     summary = _train_sft(P.rl_model, chats, P.model, params.sft, params.model.lora, seed=params.seed)
     metrics = _numbers(summary)
     metrics["sft_trained"] = int(bool(summary.get("trained")))

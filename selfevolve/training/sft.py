@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import re
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from selfevolve.inputs import check_model_dir
+from selfevolve.records import Rollout
 from selfevolve.training.rl import training_attention
 
 Chat = list[dict[str, str]]
@@ -86,6 +88,25 @@ def _copy_model(model_dir: Path, out_dir: Path) -> None:
             shutil.copytree(item, target, dirs_exist_ok=True)
         else:
             shutil.copy2(item, target)
+
+
+def with_replay(chats: Sequence[Chat], rows: Sequence[Rollout], fraction: float, rng: random.Random) -> list[Chat]:
+    """``chats`` plus ``round(len(chats) * fraction / (1 - fraction))`` replayed rows drawn from
+    ``rows`` without replacement (all of them when there are fewer), each as
+    ``[user: prompt, assistant: completion]``, shuffled together; so ``fraction`` of the result is
+    replay. The replay protects what the model masters (the warm start's transcripts, earlier
+    cycles' self-labels), as ``rl.replay_fraction`` does for expert iteration and Lee et al. 2025
+    do by replaying every earlier round. Measured on the default campaign (seed 1, c2, 135 chats of
+    a Planner -> Solver champion): without replay validation on the moving forms rose 0.374 ->
+    0.438 and the step was refused for the mastered forms; half replay and 40 steps: 0.465, kept
+    (docs/measurements.md). Raises ``ValueError`` for ``fraction`` outside [0, 1)."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"replay fraction must be in [0, 1), got {fraction}")
+    n = min(len(rows), round(len(chats) * fraction / (1.0 - fraction))) if chats else 0
+    out = [list(c) for c in chats] + [[{"role": "user", "content": r.prompt}, {"role": "assistant", "content": r.completion}]
+                                      for r in rng.sample(list(rows), n)]
+    rng.shuffle(out)
+    return out
 
 
 def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str | os.PathLike, sft, lora, seed: int = 0,
