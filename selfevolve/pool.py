@@ -67,18 +67,19 @@ def pool_stats(pool: list[Question]) -> dict:
     }
 
 
+def on_frontier(q: Question, band: tuple[float, float]) -> bool:
+    """Whether the Solver's measured pass rate on ``q`` (``measured.pass_rate``) lies inside
+    ``band`` (inclusive); False for an unmeasured question."""
+    return q.measured is not None and band[0] <= q.measured.pass_rate <= band[1]
+
+
 def frontier_weights(questions: list[Question], band: tuple[float, float], boost: float) -> list[float]:
     """Sampling weight per question: ``boost`` for those on the Solver's frontier (a measured pass
     rate, ``measured.pass_rate``, inside ``band``), 1 for the rest (unmeasured, always or never solved).
     Drawing reference items and re-solved questions this way keeps the curriculum at the edge of
     what the Solver can do, where its successes teach it something (R-Zero, Huang et al. 2025; Lee
     et al. 2025)."""
-    lo, hi = band
-    out = []
-    for q in questions:
-        on = q.measured is not None and lo <= q.measured.pass_rate <= hi
-        out.append(boost if on else 1.0)
-    return out
+    return [boost if on_frontier(q, band) else 1.0 for q in questions]
 
 
 def weighted_sample(rng: random.Random, items: list, weights: list[float], k: int) -> list:
@@ -99,10 +100,8 @@ def frontier_first(rng: random.Random, questions: list[Question], band: tuple[fl
     96 questions each: a planner->solver design against the single agent won +2/-0, +7/-0, +7/-0
     on frontier questions and +0/-0, +5/-0, +4/-0 on questions drawn with the frontier 8x likelier).
     """
-    lo, hi = band
-    on = [q for q in questions if q.measured is not None and lo <= q.measured.pass_rate <= hi]
-    ids = {id(q) for q in on}
-    off = [q for q in questions if id(q) not in ids]
+    on = [q for q in questions if on_frontier(q, band)]
+    off = [q for q in questions if not on_frontier(q, band)]
     picked = rng.sample(on, min(k, len(on)))
     return picked + rng.sample(off, min(max(0, k - len(picked)), len(off)))
 
@@ -144,7 +143,7 @@ def edge_groups(questions: list[Question], band: tuple[float, float], min_sample
     edge = learning | {f for f, rung in solved.items() if rung == top}
     groups: dict[str, list[Question]] = {}
     for q in questions:
-        if q.form in edge or (not q.form and q.measured is not None and lo <= q.measured.pass_rate <= hi):
+        if q.form in edge or (not q.form and on_frontier(q, band)):
             groups.setdefault(q.form or q.id, []).append(q)
     return list(groups.values())
 

@@ -36,7 +36,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -453,3 +455,10 @@ SEED_DESIGNS = {"single_agent": single_agent, "planner_solver": planner_solver, 
 def seed_designs(domain: Domain = "math") -> list[WorkflowDesign]:
     """The seed population, in order: single agent, planner->solver, planner->solver with a gate."""
     return [make(domain) for make in SEED_DESIGNS.values()]
+
+
+def load_champions(path: str | os.PathLike) -> dict[str, WorkflowDesign]:
+    """A cycle's ``mass/champions.json`` (domain -> design JSON) as domain -> :class:`WorkflowDesign`.
+    Raises ``OSError`` when the file cannot be read, ``json.JSONDecodeError`` / pydantic's
+    ``ValidationError`` when it is not a mapping of valid designs."""
+    return {d: WorkflowDesign.model_validate(obj) for d, obj in json.loads(Path(path).read_text()).items()}

@@ -95,10 +95,10 @@ def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:
     cycle's model (``selfevolve.mass.benchmark``); writes
     ``eval/mass.json`` and returns its ``mass_*`` metrics."""
     from selfevolve.mass.benchmark import champion_vs_single_agent
-    from selfevolve.mass.design import WorkflowDesign
+    from selfevolve.mass.design import load_champions
 
     params = ctx.params
-    champions = {d: WorkflowDesign.model_validate(obj) for d, obj in json.loads(ctx.paths.mass_champions.read_text()).items()}
+    champions = load_champions(ctx.paths.mass_champions)
     moving = [q for q in heldout if q.split not in (None, "seed")]
     rest = [q for q in heldout if q.split in (None, "seed")]
     questions = (moving + rest)[: params.evaluation.mass_questions]

@@ -110,11 +110,10 @@ def datasets(ctx: StageContext) -> dict:
     write_jsonl(P.earlier_labels, earlier)
     chats = []
     if params.mass.enabled and P.mass_trajectories.exists():
-        from selfevolve.mass.design import WorkflowDesign
+        from selfevolve.mass.design import load_champions
 
         questions = {q.id: q for q in read_jsonl(P.pool, Question)}
-        champions = {d: WorkflowDesign.model_validate(o) for d, o in json.loads(P.mass_champions.read_text()).items()}
-        chats = trajectories_to_chats(read_jsonl(P.mass_trajectories, Trajectory), questions, champions)
+        chats = trajectories_to_chats(read_jsonl(P.mass_trajectories, Trajectory), questions, load_champions(P.mass_champions))
     write_jsonl(P.sft_dataset, chats_to_records(chats))
     counts = Counter(r.role for r in rl_rows)
     levels = Counter(r.detail.get("level") for r in labels)
@@ -201,7 +200,9 @@ def train_sft(ctx: StageContext) -> dict:
 
     P, params = ctx.paths, ctx.params
     chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
-    replayed = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout) if chats else []
+    replayed = []
+    if chats and params.sft.replay_fraction > 0:
+        replayed = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout)
     chats = with_replay(chats, replayed, params.sft.replay_fraction, ctx.rng("train_sft"))
     summary = _train_sft(P.rl_model, chats, P.model, params.sft, params.model.lora, seed=params.seed)
     metrics = _numbers(summary)

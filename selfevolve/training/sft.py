@@ -102,7 +102,7 @@ def with_replay(chats: Sequence[Chat], rows: Sequence[Rollout], fraction: float,
     (docs/measurements.md). Raises ``ValueError`` for ``fraction`` outside [0, 1)."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"replay fraction must be in [0, 1), got {fraction}")
-    n = min(len(rows), round(len(chats) * fraction / (1.0 - fraction))) if chats else 0
+    n = min(len(rows), round(len(chats) * fraction / (1.0 - fraction)))
     out = [list(c) for c in chats] + [[{"role": "user", "content": r.prompt}, {"role": "assistant", "content": r.completion}]
                                       for r in rng.sample(list(rows), n)]
     rng.shuffle(out)
