@@ -216,7 +216,7 @@ def test_registry_paths_params_commands_and_tasks_agree():
 def test_code_deps_follow_what_a_stage_runs(name):
     """Derived code dependencies: the verify stage depends on the verifiers but not on the Solver's
     prompt; the rewards stage on the reward formulas; training on the trainer; solving on the
-    parsers and the role prompts, not on the trainer."""
+    parsers and the role prompts, not on the trainer; none on the params schema."""
     from selfevolve.stages import dvc_yaml
     from selfevolve.stages.registry import get
 
@@ -231,6 +231,8 @@ def test_code_deps_follow_what_a_stage_runs(name):
     }[name]
     assert expect[0] <= deps, expect[0] - deps
     assert not expect[1] & deps, expect[1] & deps
+    # the params schema is not a dependency: the values are, as DVC params (tests/test_stage_params.py)
+    assert "selfevolve/config.py" not in deps
 
 
 _DOC_TABLES = (ROOT / "README.md", ROOT / "docs" / "design.md")

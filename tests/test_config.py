@@ -17,6 +17,24 @@ def test_params_yaml_matches_schema_defaults():
     assert load_params(ROOT / "params.yaml").model_dump(mode="json") == Params().model_dump(mode="json")
 
 
+def test_params_yaml_writes_out_every_field(tmp_path, caplog):
+    """DVC tracks the values in params.yaml only (the schema is not a stage dependency): a field
+    left to its default would not rerun the stages that read it when the default changes. A
+    stage run warns about a file that leaves fields out."""
+    from selfevolve.cli.stages import run_stage_or_fail
+    from selfevolve.stages.registry import get
+    from selfevolve.stages.runner import defaults_left_out
+
+    written = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert defaults_left_out(written, load_params(ROOT / "params.yaml")) == []
+    del written["sage"]["edge_share"], written["rl"]
+    partial = tmp_path / "params.yaml"
+    partial.write_text(yaml.safe_dump(written))
+    assert defaults_left_out(written, load_params(partial)) == ["sage.edge_share", "rl"]
+    run_stage_or_fail(get("seeds"), None, partial, None, tmp_path, track=False)
+    assert "leaves 2 field(s) to the schema's defaults (sage.edge_share, rl)" in caplog.text
+
+
 @pytest.mark.parametrize("patch, key, fragment", [
     ({"sage": {"alpah": 0.7}}, "sage.alpah", "unknown key"),
     ({"sage": {"alpha": 1.7}}, "sage.alpha", "less than or equal to 1"),

@@ -19,10 +19,11 @@ def run_stage_or_fail(stage: Stage, cycle: Optional[str], params: Path, overlay:
     ``--cycle`` or a bad ``--shard``/``--merge`` exit 2 with the reason before anything is written,
     and so does bad input the stage meets (a seeds or questions file, a model folder:
     ``selfevolve.inputs.InputError``; traceback only with ``verbose``)."""
-    from selfevolve.stages.runner import execute
+    from selfevolve.stages.runner import execute, warn_defaults_left_out
     from selfevolve.stages.shards import Shard
 
     p = load_params_or_fail(params, overlay)
+    warn_defaults_left_out(params, p)
     from selfevolve.stages.placement import RAN_MARKER_ENV, RESTORE_ONLY_ENV
 
     restoring = os.environ.get(RESTORE_ONLY_ENV)

@@ -8,9 +8,13 @@ function; from those, every project module they import, anywhere in the file, tr
 the prompt folders those modules render templates from (``prompting.render("roles/...")``) and
 the files beside them that they name (a program read as text, like the sandbox's child). Package
 ``__init__`` files that hold nothing but a docstring are left out, and so is the plumbing that
-cannot change what a stage writes: the runner, the registry, this module, MLflow tracking and the
-command line. Editing a parser, template, reward or trainer therefore reruns exactly the stages
-whose code reaches it.
+cannot change what a stage writes: the runner, the registry, this module, MLflow tracking, the
+command line and the params schema (``selfevolve/config.py``). A stage reads params *values*, and
+DVC tracks those in ``params.yaml`` through the stage's ``params`` (the registry's lists, checked
+against every field each stage reads by ``tests/test_stage_params.py``); a new default is written
+into ``params.yaml`` too (``tests/test_config.py``), so it reruns exactly the stages that read it,
+where the schema as a file dependency reran every stage, the warm start included. Editing a parser,
+template, reward or trainer therefore reruns exactly the stages whose code reaches it.
 
 ``render()`` is the file's text; ``selfevolve dvc-yaml`` writes it and a test fails when the
 committed ``dvc.yaml`` differs.
@@ -35,7 +39,7 @@ PACKAGE = "selfevolve"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Modules that run around a stage but cannot change its outputs.
 PLUMBING = ("selfevolve.stages.runner", "selfevolve.stages.registry", "selfevolve.stages.dvc_yaml", "selfevolve.stages.placement", "selfevolve.tracking",
-            "selfevolve.cli", "selfevolve.orchestration")
+            "selfevolve.cli", "selfevolve.orchestration", "selfevolve.config")
 _RENDER_RE = re.compile(r"""prompting\.render\(\s*f?["']([\w-]+)/""")
 _SIBLING_RE = re.compile(r"""["']([\w]+\.py)["']""")
 

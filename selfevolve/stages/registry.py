@@ -63,7 +63,9 @@ class Stage:
         return self.fixed_cycle or "base"
 
 
-_GEN = ("seed", "sampling", "model")  # every generation stage samples from the model with these
+#: Every generation stage samples from the model with these, in the environment of the seed set
+#: (``seeds.set`` picks the prompts, parsers and verifier: ``questions.seed_sets.environment``).
+_GEN = ("seed", "sampling", "model", "seeds.set")
 
 STAGES: tuple[Stage, ...] = (
     Stage("seeds", base.seeds, False, deps=(), outs=("base.pool", "base.val", "base.heldout", "base.mass_champions"),
@@ -72,10 +74,10 @@ STAGES: tuple[Stage, ...] = (
           outs=("base.model", "base.replay", "base.self_labels", "base.earlier_labels"),
           params=("seed", "bootstrap", "seeds", "model", "sampling", "evaluation", "verifiers"), resource="gpu"),
     Stage("evaluate_base", evaluate.evaluate, False, deps=("base.model", "base.heldout"), outs=("base.eval_dir",),
-          params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir"), fixed_cycle="base",
+          params=("seed", "evaluation", "verifiers", "model", "sampling", "seeds.set", "seeds.data_dir"), fixed_cycle="base",
           command="evaluate", metrics_name="evaluate", artifacts=("eval_dir",), resource="gpu"),
     Stage("challenge", challenge.challenge, True, deps=("init.model", "init.pool"), outs=("cycle.challenge",),
-          params=(*_GEN, "verifiers", "sage.questions_per_cycle", "sage.frontier_band", "sage.frontier_boost"),
+          params=(*_GEN, "verifiers", "sage.questions_per_cycle", "sage.frontier_band", "sage.frontier_boost", "sage.edge_share"),
           artifacts=("challenge",), resource="gpu"),
     Stage("critic_questions", critic.critic_questions, True, deps=("init.model", "cycle.challenge"),
           outs=("cycle.critic_questions",),
@@ -95,7 +97,7 @@ STAGES: tuple[Stage, ...] = (
                 "cycle.attempts", "cycle.verdicts"),
           outs=("cycle.rollouts", "cycle.pool"), params=("sage",), artifacts=("pool",)),
     Stage("mass_search", mass.mass_search, True, deps=("init.model", "init.mass_champions", "cycle.pool"), outs=("cycle.mass_dir",),
-          params=(*_GEN, "mass", "verifiers"), artifacts=("mass_dir",), resource="gpu"),
+          params=(*_GEN, "mass", "verifiers", "sage.frontier_band"), artifacts=("mass_dir",), resource="gpu"),
     Stage("datasets", train.datasets, True,
           deps=("cycle.rollouts", "cycle.pool", "cycle.solve_set", "cycle.attempts", "cycle.verdicts", "cycle.mass_trajectories",
                 "cycle.mass_champions", "init.earlier_labels", "init.self_labels"),
@@ -104,13 +106,14 @@ STAGES: tuple[Stage, ...] = (
     Stage("train_rl", train.train_rl, True,
           deps=("init.model", "cycle.rl_dataset", "cycle.self_labels", "cycle.earlier_labels", "base.replay", "cycle.solve_set",
                 "base.val"),
-          outs=("cycle.rl_model",), params=("seed", "rl", "model", "sampling", "sage", "verifiers", "evaluation"), resource="gpu"),
+          outs=("cycle.rl_model",), params=(*_GEN, "rl", "sage", "verifiers", "evaluation"), resource="gpu"),
     Stage("train_sft", train.train_sft, True, deps=("cycle.rl_model", "cycle.sft_dataset", "base.val", "base.replay", "cycle.earlier_labels"),
           outs=("cycle.model",),
           params=("seed", "sft", "model", "rl.eval_questions", "verifiers", "evaluation"), resource="gpu"),
     Stage("evaluate", evaluate.evaluate, True, deps=("cycle.model", "base.heldout", "base.eval_dir", "cycle.mass_champions"),
           outs=("cycle.eval_dir",),
-          params=("evaluation", "verifiers", "model", "sampling", "seeds.data_dir", "mass"), artifacts=("eval_dir",), resource="gpu"),
+          params=("seed", "evaluation", "verifiers", "model", "sampling", "seeds.set", "seeds.data_dir", "mass"), artifacts=("eval_dir",),
+          resource="gpu"),
 )
 
 BY_NAME: dict[str, Stage] = {s.name: s for s in STAGES}

@@ -12,7 +12,9 @@ import logging
 import time
 from pathlib import Path
 
-from selfevolve.config import Params, load_params
+import yaml
+
+from selfevolve.config import Params, _Section, load_params
 from selfevolve.records import write_json
 from selfevolve.stages.context import StageContext
 from selfevolve.stages.registry import Stage, get
@@ -78,4 +80,35 @@ def run_stage(name: str, cycle: str | None = None, params_path: str | Path = "pa
     (a registry name such as ``challenge`` or ``evaluate_base``). Returns the stage's metrics."""
     stage = get(name)
     params = load_params(params_path, overlays=[str(o) for o in overlays or []])
+    warn_defaults_left_out(params_path, params)
     return execute(stage, params, cycle, root, track)
+
+
+def warn_defaults_left_out(params_path: str | Path, params: Params) -> list[str]:
+    """Log a warning naming the fields the params file leaves to the schema's defaults
+    (:func:`defaults_left_out`) and return them: DVC tracks the values a stage reads in the file
+    only, so a later change of such a default would not rerun the stages that read it."""
+    left_out = defaults_left_out(yaml.safe_load(Path(params_path).read_text(encoding="utf-8")) or {}, params)
+    if left_out:
+        log.warning("%s leaves %d field(s) to the schema's defaults (%s): DVC tracks only what the file holds, so a "
+                    "later change of those defaults will not rerun the stages that read them; write them into the file",
+                    params_path, len(left_out), ", ".join(left_out[:5]) + (", ..." if len(left_out) > 5 else ""))
+    return left_out
+
+
+def defaults_left_out(written: dict, params: Params) -> list[str]:
+    """The dotted fields of ``params`` that the params file as written (``written``, its YAML
+    mapping) does not hold, i.e. that took the schema's default; a section's own fields are
+    looked at, a mapping-valued field (``cycles``, ``placement.shards``) is one field."""
+    out: list[str] = []
+
+    def walk(node: _Section, data: dict, prefix: str) -> None:
+        for field in type(node).model_fields:
+            value = getattr(node, field)
+            if field not in data:
+                out.append(prefix + field)
+            elif isinstance(value, _Section) and isinstance(data[field], dict):
+                walk(value, data[field], f"{prefix}{field}.")
+
+    walk(params, written if isinstance(written, dict) else {}, "")
+    return out
