@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import yaml
+from pydantic import BaseModel
 
-from selfevolve.config import Params, _Section, load_params
+from selfevolve.config import Params, load_params
 from selfevolve.records import write_json
 from selfevolve.stages.context import StageContext
 from selfevolve.stages.registry import Stage, get
@@ -102,12 +103,12 @@ def defaults_left_out(written: dict, params: Params) -> list[str]:
     looked at, a mapping-valued field (``cycles``, ``placement.shards``) is one field."""
     out: list[str] = []
 
-    def walk(node: _Section, data: dict, prefix: str) -> None:
+    def walk(node: BaseModel, data: dict, prefix: str) -> None:
         for field in type(node).model_fields:
             value = getattr(node, field)
             if field not in data:
                 out.append(prefix + field)
-            elif isinstance(value, _Section) and isinstance(data[field], dict):
+            elif isinstance(value, BaseModel) and isinstance(data[field], dict):
                 walk(value, data[field], f"{prefix}{field}.")
 
     walk(params, written if isinstance(written, dict) else {}, "")
