@@ -183,11 +183,11 @@ class SageParams(_Section):
     questions_per_cycle: int = Field(1200, ge=1)
     pool_sample: int = Field(400, ge=0, description="pool/seed questions planned and solved each cycle")
     solver_samples: int = Field(4, ge=1, le=256, description="n solver samples per question (r_d and groups)")
-    frontier_band: Pair = Field((0.05, 0.8), description="the Solver's frontier: questions whose pass rate over "
-                                               "the n samples lies in [low, high]; they are the Solver's training data "
-                                               "(expert_iteration) and the preferred reference items and re-solved pool questions")
+    frontier_band: Pair = Field((0.05, 0.8), description="the Solver's frontier: questions whose pass rate over the n samples "
+                                "lies in [low, high]; its training data (expert_iteration), preferred reference items and re-solved questions")
     frontier_boost: float = Field(8.0, ge=1.0, description="frontier questions' weight as reference items or re-solved (1 = uniform)")
     edge_share: float = Field(0.5, ge=0.0, le=1.0, description="share of reference items from the Solver's edge (pool.edge_groups)")
+    next_rung_questions: int = Field(0, ge=0, description="solve-set questions drawn by the environment one rung past the edge")
     difficulty_reward: Literal["sage", "uncertainty"] = Field("uncertainty", description="r_d of the Challenger's reward: "
                                                               "sage = 1 - p; uncertainty = 1 - 2|p - 0.5| (R-Zero)")
     alpha: float = Field(0.7, ge=0.0, le=1.0, description="question quality gate on s_q")

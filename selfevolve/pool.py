@@ -19,6 +19,9 @@ from statistics import fmean
 
 from selfevolve.records import Question
 
+#: ``Question.source`` of the questions :func:`next_rung_questions` draws.
+NEXT_RUNG_SOURCE = "environment:next-rung"
+
 
 def ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     """Word (and digit) n-grams of a lowercased text; texts shorter than n give one short gram."""
@@ -133,19 +136,36 @@ def edge_groups(questions: list[Question], band: tuple[float, float], min_sample
     embedded default's campaigns (docs/measurements.md, "December 3 (night 2)"): drawn by
     ``frontier_weights`` alone, 80-88 % of c2's reference items were seed forms the Solver answered
     ~99 % of the time, and 1-22 of ~1,400 Challenger questions were 4+4."""
-    from selfevolve.questions.arith import rung_size
-
     lo, hi = band
     rates = form_pass_rates(questions, min_samples)
-    learning = {f for f, p in rates.items() if lo <= p <= hi}
-    solved = {f: rung_size(f) for f, p in rates.items() if p >= lo}
-    top = max(solved.values(), default=None)
-    edge = learning | {f for f, rung in solved.items() if rung == top}
+    edge = {f for f, p in rates.items() if lo <= p <= hi} | _hardest_solved(rates, lo)
     groups: dict[str, list[Question]] = {}
     for q in questions:
         if q.form in edge or (not q.form and on_frontier(q, band)):
             groups.setdefault(q.form or q.id, []).append(q)
     return list(groups.values())
+
+
+def _hardest_solved(rates: dict[str, float], lo: float) -> set[str]:
+    """The forms of the hardest rung (largest ``arith.rung_size``) among ``rates``' forms solved at
+    least ``lo`` of the time; empty when none is."""
+    from selfevolve.questions.arith import rung_size
+
+    solved = {f: rung_size(f) for f, p in rates.items() if p >= lo}
+    top = max(solved.values(), default=None)
+    return {f for f, rung in solved.items() if rung == top}
+
+
+def next_rung_forms(questions: list[Question], band: tuple[float, float], min_samples: int = 16) -> list[str]:
+    """The forms one rung beyond the Solver's edge: every ``arith.longer_forms`` of the hardest rung's
+    forms that :func:`edge_groups` counts (pass rate at least ``band[0]`` over ``min_samples``
+    attempts or more), sorted; empty when nothing is measured. For seed 1 of the embedded default at
+    c4-c6 (hardest rung 8 digits: 4+4, 5+3, 3+5) this is 4+5, 5+4, 3+6, 6+3, the rung its Challenger
+    did not reach by itself (docs/measurements.md, "December 4 (evening)")."""
+    from selfevolve.questions.arith import longer_forms
+
+    top = _hardest_solved(form_pass_rates(questions, min_samples), band[0])
+    return sorted({g for f in top for g in longer_forms(f)})
 
 
 def reference_items(rng: random.Random, pool: list[Question], k: int, band: tuple[float, float], boost: float,
@@ -161,3 +181,20 @@ def reference_items(rng: random.Random, pool: list[Question], k: int, band: tupl
         return rng.choices(pool, cum_weights=cum_weights, k=k)
     return [rng.choice(rng.choice(edge)) if rng.random() < edge_share else rng.choices(pool, cum_weights=cum_weights)[0]
             for _ in range(k)]
+
+
+def next_rung_questions(rng: random.Random, pool: list[Question], band: tuple[float, float], n: int, prefix: str
+                        ) -> list[Question]:
+    """``n`` fresh questions the environment draws one rung past the Solver's edge (a form of
+    :func:`next_rung_forms` uniformly, then its operands; ids ``<prefix>0000`` ..., source
+    :data:`NEXT_RUNG_SOURCE`, exact answers for the verifier only); none when nothing is measured.
+    The rung rule of Lee et al. 2025 (sec. 3: each round's inputs one digit longer than the longest
+    the model solves, labelled by the model itself): they join the cycle's solve set, the Solver's
+    verified answers to them are its self-labels like any other, and they join the pool with their
+    pass rates, so the edge can move past what the Challenger writes (docs/measurements.md,
+    "December 4 (evening)": shown a 9-digit reference, the embedded Challenger writes 6-7 digits)."""
+    from selfevolve.questions.arith import make_question
+
+    forms = next_rung_forms(pool, band) if n > 0 else []
+    return [make_question(rng, rng.choice(forms), f"{prefix}{i:04d}", source=NEXT_RUNG_SOURCE)
+            for i in range(n)] if forms else []

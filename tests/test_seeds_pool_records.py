@@ -8,7 +8,8 @@ import random
 import pytest
 
 from selfevolve.config import Params
-from selfevolve.pool import dedup_against, edge_groups, frontier_first, frontier_weights, pool_stats, reference_items
+from selfevolve.pool import (NEXT_RUNG_SOURCE, dedup_against, edge_groups, frontier_first, frontier_weights, next_rung_forms,
+                             next_rung_questions, pool_stats, reference_items)
 from selfevolve.records import MathSpec, PassRate, Question, RecordFileError, read_jsonl, write_jsonl
 from selfevolve.questions import arith, tiny_code
 
@@ -217,6 +218,58 @@ def test_the_challengers_edge_is_its_frontier_and_the_hardest_rung_it_solves():
             random.Random(5).choices(unmeasured, weights=frontier_weights(unmeasured, band, boost), k=30)
     assert reference_items(random.Random(5), pool, 30, band, boost, 0.0) == \
         random.Random(5).choices(pool, weights=frontier_weights(pool, band, boost), k=30)
+
+
+def test_questions_one_rung_past_the_edge_are_fresh_questions_of_the_longer_forms():
+    """``next_rung_forms``: a digit more on one operand of each form of the hardest rung solved at all
+    (rung 7 here: 5+2 and 4+3 -> 6+2, 5+3, 4+4), not of easier forms (3+3), nothing when nothing is
+    measured; ``longer_forms`` grows a product's first operand only. ``next_rung_questions`` draws
+    new questions of those forms with exact answers and their own source, never a pool question."""
+    assert arith.longer_forms("4+4") == ["5+4", "4+5"] and arith.longer_forms("3*1") == ["4*1"]
+    assert arith.longer_forms("2+2+1") == ["3+2+1", "2+3+1", "2+2+2"]
+    pool = _measured("3+3", 200, 1.0, "a") + _measured("5+2", 100, 1.0, "b") + _measured("4+3", 10, 0.3, "c")
+    band = (0.05, 0.8)
+    assert next_rung_forms(pool, band) == ["4+4", "5+3", "6+2"]
+    assert next_rung_forms(arith.generate(20, seed=1), band) == [] == next_rung_questions(random.Random(0), [], band, 5, "x")
+    fresh = next_rung_questions(random.Random(3), pool, band, 300, "c2-next")
+    assert len(fresh) == 300 and {q.form for q in fresh} == {"4+4", "5+3", "6+2"} and fresh[0].id == "c2-next0000"
+    assert all(q.spec.answer == str(sum(q.meta["nums"])) and q.source == NEXT_RUNG_SOURCE and q.measured is None for q in fresh)
+    assert not {q.id for q in fresh} & {q.id for q in pool} and next_rung_questions(random.Random(3), pool, band, 0, "x") == []
+    assert next_rung_questions(random.Random(3), pool, band, 300, "c2-next") == fresh
+
+
+def test_next_rung_questions_join_the_solve_set_and_then_the_pool_with_their_pass_rates(tmp_path):
+    """Through the stages: ``plan`` adds ``sage.next_rung_questions`` environment questions of the next
+    rung to the solve set (after the gated and the re-solved ones), and ``rewards`` puts them into
+    the pool with the Solver's pass rates, no Critic gate, so the next cycle's edge can stand on them;
+    with the knob at 0 the solve set is what it was."""
+    from selfevolve.config import Params
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import Attempt, Verdict, read_jsonl, write_jsonl
+    from selfevolve.stages.registry import get
+    from selfevolve.stages.runner import execute
+
+    base, c1 = cycle_paths("base", tmp_path), cycle_paths("c1", tmp_path)
+    write_jsonl(base.pool, _measured("3+3", 20, 1.0, "a") + _measured("4+3", 10, 0.3, "c"))
+    for f in (c1.challenge, c1.critic_questions, c1.plans, c1.critic_plans):
+        write_jsonl(f, [])
+    sizes = {}
+    for n in (0, 6):
+        params = Params.model_validate({"sage": {"pool_sample": 4, "next_rung_questions": n, "ablation": {"planner": False}}})
+        m = execute(get("plan"), params, "c1", tmp_path, track=False)
+        sizes[n] = (m["solve_set_size"], m["solve_set_next_rung_questions"])
+    assert sizes == {0: (4, 0), 6: (10, 6)}
+    solve_set = read_jsonl(c1.solve_set, Question)
+    beyond = [q for q in solve_set if q.source == NEXT_RUNG_SOURCE]
+    assert [q.id for q in beyond] == [f"c1-next{i:04d}" for i in range(6)] and {q.form for q in beyond} <= {"5+3", "4+4"}
+    attempts = [Attempt(id=f"{q.id}-s{k}", question_id=q.id, sample=k, completion="") for q in solve_set for k in range(2)]
+    write_jsonl(c1.attempts, attempts)
+    write_jsonl(c1.verdicts, [Verdict(attempt_id=a.id, question_id=a.question_id, correct=float(a.sample == 0), status="ok")
+                              for a in attempts])
+    m = execute(get("rewards"), params, "c1", tmp_path, track=False)
+    pool = {q.id: q for q in read_jsonl(c1.pool, Question)}
+    assert m["pool_growth_next_rung"] == 6 == m["pool_growth"] and len(pool) == 36
+    assert all(pool[q.id].measured.pass_rate == 0.5 and pool[q.id].measured.samples == 2 for q in beyond)
 
 
 def test_workflow_designs_are_measured_on_the_solvers_frontier_first():

@@ -247,10 +247,12 @@ def scratchpad(nums: list[int], ops: list[str], restate: bool = False) -> str:
     return " ".join(lines)
 
 
-def make_question(rng: random.Random, form: str, qid: str, split: str | None = None, restate: bool = False) -> Question:
+def make_question(rng: random.Random, form: str, qid: str, split: str | None = None, restate: bool = False,
+                  source: str = "seed:arith") -> Question:
     """One question of ``form`` (e.g. ``"4+2"``), ids ``qid``; ``form`` and ``split``
     (``seed``/``frontier``/``beyond``) are the question's fields and the categories results are
-    broken down by; ``restate``: the worked solution's format (:func:`scratchpad`)."""
+    broken down by; ``restate``: the worked solution's format (:func:`scratchpad`); ``source``: where
+    it came from (the seed set by default)."""
     op, digits = parse_form(form)
     nums = [operand(rng, d) for d in digits]
     ops = [op] * (len(nums) - 1)
@@ -258,7 +260,7 @@ def make_question(rng: random.Random, form: str, qid: str, split: str | None = N
     meta = {"expression": expr, "nums": nums, "ops": ops, "worked": scratchpad(nums, ops, restate),
             "categories": ["form"] + (["split"] if split else [])}
     return Question(id=qid, domain="math", text=f"Compute {expr}.", spec=MathSpec(answer=str(evaluate(nums, ops))),
-                    level=level(digits), source="seed:arith", form=form, split=split, meta=meta)
+                    level=level(digits), source=source, form=form, split=split, meta=meta)
 
 
 def generate(n: int, seed: int = 0, forms: Sequence[str] | None = None, prefix: str = "arith", split: str | None = None,
@@ -274,16 +276,26 @@ def generate(n: int, seed: int = 0, forms: Sequence[str] | None = None, prefix: 
     return [make_question(rng, rng.choice(forms), f"{prefix}-{i:05d}", split) for i in range(n)]
 
 
+def longer_forms(form: str) -> list[str]:
+    """The forms one digit longer than ``form``, one per operand that can grow (a product's first
+    operand only): ``"4+4"`` -> ``["5+4", "4+5"]``, ``"3*1"`` -> ``["4*1"]``. Raises ``ValueError``
+    for a non-form."""
+    op, digits = parse_form(form)
+    out = []
+    for i in range(1 if op == "*" else len(digits)):
+        new = list(digits)
+        new[i] = min(MAX_DIGITS, new[i] + 1)
+        out.append(form_name(op, new))
+    return out
+
+
 def harder_form(form: str, rng: random.Random, max_operands: int = 3) -> str:
-    """One step up the ladder from ``form``: a digit more on one operand (usually) or, for sums and
-    differences, one more operand."""
+    """One step up the ladder from ``form``: a digit more on one operand (usually: one of
+    :func:`longer_forms`) or, for sums and differences, one more operand."""
     op, digits = parse_form(form)
     if op != "*" and len(digits) < max_operands and rng.random() < 0.1:
         return form_name(op, (*digits, 1))
-    i = 0 if op == "*" else rng.randrange(len(digits))
-    new = list(digits)
-    new[i] = min(MAX_DIGITS, new[i] + 1)
-    return form_name(op, new)
+    return longer_forms(form)[0 if op == "*" else rng.randrange(len(digits))]
 
 
 # ------------------------------------------------------------------------------------------

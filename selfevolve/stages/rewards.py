@@ -4,7 +4,8 @@ Rewards per role are the formulas of ``selfevolve.rewards`` (docs/design.md, "Re
 Challenger's ``r_c`` takes its difficulty ``r_d`` from the same n Solver samples that give the
 Solver's ``r_s``; the Planner's ``r_p`` from the Critic's plan score; the Critic's ``r_cr`` is its
 format reward. The pool of this cycle is the previous pool plus the gated, de-duplicated
-Challenger questions whose spec stands (:func:`spec_holds`), each carrying its measured Solver
+Challenger questions whose spec stands (:func:`spec_holds`) and the questions the environment drew
+one rung past the Solver's edge (``pool.next_rung_questions``), each carrying its measured Solver
 pass rate.
 """
 
@@ -15,7 +16,7 @@ from collections import defaultdict
 from statistics import fmean, pstdev
 
 from selfevolve import rewards as R
-from selfevolve.pool import dedup_against, pool_stats
+from selfevolve.pool import NEXT_RUNG_SOURCE, dedup_against, pool_stats
 from selfevolve.records import (Attempt, ChallengerRollout, CriticScore, PassRate, Plan, Question, Rollout, Verdict, read_jsonl,
                                 write_jsonl)
 from selfevolve.stages.context import StageContext
@@ -50,7 +51,8 @@ def spec_is_right(ch: ChallengerRollout) -> bool:
 
 def rewards(ctx: StageContext) -> dict:
     """Every SAGE reward (``selfevolve.rewards``) as ``Rollout`` records, and the new question pool
-    (previous pool + gated, de-duplicated Challenger questions, with Solver pass rates).
+    (previous pool + gated, de-duplicated Challenger questions and the solve set's questions drawn one
+    rung past the edge, ``pool.next_rung_questions``, with Solver pass rates).
     Writes ``rollouts.jsonl`` and ``pool.jsonl``. An attempt whose verdict is an infrastructure
     error (``Verdict.graded`` false) gets no rollout and counts in no pass rate."""
     P, prev, cycle = ctx.paths, ctx.init, ctx.cycle
@@ -103,6 +105,7 @@ def rewards(ctx: StageContext) -> dict:
             by_id[qid].measured = PassRate(pass_rate=fmean(cs), samples=len(cs), cycle=cycle)
     gated = [ch.question for ch in challenges if ch.question and q_scores.get(ch.question.id) and q_scores[ch.question.id].passed
              and valid[ch.question.id]]
+    gated += [q for q in read_jsonl(P.solve_set, Question) if q.source == NEXT_RUNG_SOURCE]  # the environment's, no gate
     for q in gated:
         if q.id in correct:
             q.measured = PassRate(pass_rate=fmean(correct[q.id]), samples=len(correct[q.id]), cycle=cycle)
@@ -115,6 +118,7 @@ def rewards(ctx: StageContext) -> dict:
     stats = pool_stats(new_pool)
     metrics.update(pool_size=stats["size"], pool_growth=len(kept), pool_duplicates_removed=len(dups),
                    pool_challenger_questions=stats["challenger_questions"],
+                   pool_growth_next_rung=sum(q.source == NEXT_RUNG_SOURCE for q in kept),
                    challenger_valid_rate=sum(valid.values()) / max(1, len(challenges)),
                    pseudo_labels_rejected=sum(1 for ch in challenges if ch.question is not None and ch.spec_valid
                                               and not valid[ch.question.id]),

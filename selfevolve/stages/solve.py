@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from statistics import fmean
 
-from selfevolve.pool import frontier_weights, weighted_sample
+from selfevolve.pool import frontier_weights, next_rung_questions, weighted_sample
 from selfevolve.records import Attempt, ChallengerRollout, CriticScore, Plan, Question, Verdict, read_jsonl, write_jsonl
 from selfevolve.roles import parsers
 from selfevolve.roles.forcing import force_missing_answers
@@ -17,8 +17,9 @@ from selfevolve.stages.shards import sharded_rows
 
 def plan(ctx: StageContext) -> dict:
     """Build the solve set (gated new questions + ``sage.pool_sample`` items of the previous pool,
-    frontier questions ``sage.frontier_boost`` times likelier) and have the Planner write a plan for
-    each. With ``sage.ablation.planner = false`` no plans are
+    frontier questions ``sage.frontier_boost`` times likelier, + ``sage.next_rung_questions`` drawn by
+    the environment one rung past the Solver's edge: ``pool.next_rung_questions``) and have the
+    Planner write a plan for each. With ``sage.ablation.planner = false`` no plans are
     written. Writes ``solve_set.jsonl`` and ``plans.jsonl``."""
     P = ctx.paths
     accepted_ids = {s.question_id for s in read_jsonl(P.critic_questions, CriticScore) if s.passed}
@@ -26,7 +27,8 @@ def plan(ctx: StageContext) -> dict:
     pool = read_jsonl(ctx.init.pool, Question)
     sage = ctx.params.sage
     sample = weighted_sample(ctx.rng("plan"), pool, frontier_weights(pool, sage.frontier_band, sage.frontier_boost), sage.pool_sample)
-    solve_set = new + sample
+    beyond = next_rung_questions(ctx.rng("next-rung"), pool, sage.frontier_band, sage.next_rung_questions, f"{ctx.cycle}-next")
+    solve_set = new + sample + beyond
     write_jsonl(P.solve_set, solve_set)
     plans: list[Plan] = []
     if ctx.params.sage.ablation.planner and solve_set:
@@ -41,6 +43,7 @@ def plan(ctx: StageContext) -> dict:
     return {
         "solve_set_size": len(solve_set),
         "solve_set_new_questions": len(new),
+        "solve_set_next_rung_questions": len(beyond),
         "plans_written": len(plans),
         "planner_format_reward": fmean(p.format_reward for p in plans) if plans else 0.0,
     }
