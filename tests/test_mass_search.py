@@ -283,6 +283,22 @@ def test_champion_vs_single_agent_on_heldout_questions():
     assert "planner->solver" in format_table(rows)
 
 
+def test_a_champion_that_is_the_single_agent_is_not_run_twice():
+    """The single-agent champion's held-out runs are the reference's (greedy, seeded alike): the
+    comparison reuses them, one backend call for the one agent instead of two, and reports equal rows."""
+    from selfevolve.mass.benchmark import champion_vs_single_agent
+
+    backend = WorldBackend(garbage_or_over_limit)
+    calls = []
+    chat = backend.chat
+    backend.chat = lambda convs, cfg: calls.append(len(convs)) or chat(convs, cfg)
+    held = arith.generate(6, seed=99, levels=(1, 2))
+    rows, metrics = champion_vs_single_agent(backend, {"math": single_agent("math")}, held, PARAMS, verify,
+                                             max_model_len=512, max_new_tokens=96)
+    assert calls == [6] and rows["math"]["champion"] == rows["math"]["single_agent"]
+    assert metrics["mass_champion_is_single_agent"] == 1.0
+
+
 def test_a_champion_run_is_traced_with_a_span_per_agent_call():
     from selfevolve.records import AgentMessage, MathSpec, Question, Trajectory
     from selfevolve.stages.mass import mass_traces

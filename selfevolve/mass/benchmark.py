@@ -53,6 +53,9 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
                                           question_chars=max(len(q.text) for q in qs))
         row: dict[str, Any] = {"questions": len(qs)}
         for name, design in (("single_agent", single_agent(dom)), ("champion", champions[dom])):
+            if name == "champion" and design.design_id == row["single_agent"]["design_id"]:
+                row[name] = dict(row["single_agent"])  # the same greedy runs, seeded alike: not run twice
+                continue
             ev, _ = evaluate_design(backend, design, qs, verify_fn=verify_fn, limits=limits, sampling=sampling, seed=seed,
                                     check_limits=False)
             row[name] = {"design_id": ev.design_id, "agents": design.agent_ids, "gate": design.gate is not None,
