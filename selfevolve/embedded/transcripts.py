@@ -80,7 +80,11 @@ def practice_transcript(rng: random.Random, restate: bool = False, max_digits: i
     form up to 5+5 and every 3+4 / 4+4 error moved into the aligned line (``01533+05385`` for 153 +
     5385), and the model carried the copied ``<answer>`` over to sums it could not compute; hence the
     aligned line here, the verb unlike "Compute" and no answer. Its question is no arith expression
-    (``arith.parse_expression`` reads none), so no Challenger or pool treats it as one."""
+    (``arith.parse_expression`` reads none), so no Challenger or pool treats it as one. Without the
+    restated operands, at share 0.08 (the default, docs/measurements.md "December 4 (evening)"), the
+    warm starts of three seeds reached a base frontier of 0.78-0.87 (0.32-0.64 without practice),
+    none needing an extra round. It teaches the line's width, which for the wider half of the sums
+    is the sum's parity, never a digit of a sum."""
     a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
     head = [f"{a}+{b}"] * restate + [arith.aligned(a, b)]
     return _chat("solver", f"<think>{' '.join(head)}</think>", question=f"Align {a} + {b}.", domain="math", plan=None)
