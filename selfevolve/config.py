@@ -101,7 +101,7 @@ class BootstrapParams(_Section):
     extra_rounds: int = Field(4, ge=0, le=20, description="at most this many extra rounds for min_frontier_pass / min_seed_accuracy")
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
     focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
-    practice_share: float = Field(0.0, ge=0.0, le=0.5, description="arith: share of transcripts that align a sum's operands (no sum)")
+    practice_share: float = Field(0.08, ge=0.0, le=0.5, description="arith: share of transcripts that align a sum's operands (no sum)")
     restate_operands: bool = Field(False, description="arith: a worked sum restates its operands as written before the aligned line")
 
     @model_validator(mode="after")
