@@ -19,11 +19,13 @@ from selfevolve.orchestration import services
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
-#: Params of the test projects: a campaign small enough for the end-to-end tests.
+#: Params of the test projects: a campaign small enough for the end-to-end tests. A 20-step warm start
+#: answers few questions right; without alignment practice (which takes 8 % of the Solver's transcripts)
+#: it answers enough for a cycle to have self-labels to train on, which the tests follow through.
 SMALL = {
     "campaign": "e2e",
     "bootstrap": {"steps": 20, "transcripts": 400, "batch_size": 16, "probe_questions": 4, "frontier_k": 2,
-                  "extra_steps": 5},
+                  "extra_steps": 5, "practice_share": 0.0},
     "seeds": {"size": 40, "heldout_size": 8, "val_size": 4},
     "sampling": {"max_new_tokens": 40},
     "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2, "frontier_band": [0.0, 1.0]},
