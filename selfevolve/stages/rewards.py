@@ -105,7 +105,8 @@ def rewards(ctx: StageContext) -> dict:
             by_id[qid].measured = PassRate(pass_rate=fmean(cs), samples=len(cs), cycle=cycle)
     gated = [ch.question for ch in challenges if ch.question and q_scores.get(ch.question.id) and q_scores[ch.question.id].passed
              and valid[ch.question.id]]
-    gated += [q for q in read_jsonl(P.solve_set, Question) if q.source == NEXT_RUNG_SOURCE]  # the environment's, no gate
+    solve_set = read_jsonl(P.solve_set, Question)
+    gated += [q for q in solve_set if q.source == NEXT_RUNG_SOURCE]  # the environment's, no gate
     for q in gated:
         if q.id in correct:
             q.measured = PassRate(pass_rate=fmean(correct[q.id]), samples=len(correct[q.id]), cycle=cycle)
@@ -131,7 +132,7 @@ def rewards(ctx: StageContext) -> dict:
     spreads = [pstdev(c) for c in correct.values() if len(c) > 1]
     metrics["solver_groups_with_spread"] = sum(s > 0 for s in spreads) / max(1, len(spreads))
     log.info("cycle %s: pool %d (+%d, %d duplicates dropped)", cycle, stats["size"], len(kept), len(dups))
-    ctx.log_traces(sage_traces(read_jsonl(P.solve_set, Question), challenges, q_scores, plans, p_scores, attempts, verdicts,
+    ctx.log_traces(sage_traces(solve_set, challenges, q_scores, plans, p_scores, attempts, verdicts,
                                correct, out, {q.id for q in new_pool}))
     return metrics
 
