@@ -260,6 +260,9 @@ def test_progress_selection_keeps_training_unless_the_moving_levels_or_retention
     assert _select(start, [1] * 49 + [0] + [1] * 9 + [0] * 41, forms).best_step == 0      # moving 0.20 -> 0.18
     costly = [1] * 48 + [0] * 2 + [1] * 30 + [0] * 20                                    # moving 0.60, 1+1 0.98 -> 0.96
     assert _select(start, costly, forms).best_step == 0 and _select(start, costly, forms, tolerance=0.02).best_step == 10
+    refused = _select(start, costly, forms)
+    assert refused.curve[1]["form_accuracy"] == {"1+1": 0.96, "4+3": 0.6}
+    assert rl.slipped_forms(refused.curve, 0.01) == {"1+1": [0.98, 0.96]} and rl.slipped_forms(refused.curve, 0.02) == {}
     flags = rl.retention_flags(start, forms, Params().rl.mastered_accuracy)
     assert rl.progress_kept(start, small_gain, flags, 0.01) and not rl.progress_kept(start, costly, flags, 0.01)
     # without forms every question counts as moving and the guard is off

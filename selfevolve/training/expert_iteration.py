@@ -38,7 +38,7 @@ from pathlib import Path
 from selfevolve.records import Rollout, write_model_summary
 from selfevolve.training.loop import fit
 from selfevolve.training.config import TrainConfig
-from selfevolve.training.rl import CheckpointSelector, Validate, load_policy, save_policy
+from selfevolve.training.rl import CheckpointSelector, Validate, load_policy, save_policy, slipped_forms
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,10 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
                      seed=config.seed, precision=config.train_precision, max_grad_norm=rl.max_grad_norm,
                      desc="train_rl (expert iteration)", on_step=on_step)
     entry = select.check(rl.steps)
+    slipped = slipped_forms(select.curve, rl.retention_tolerance)
+    if select.best_step == 0 and slipped:
+        log.warning("the retention guard kept the starting model: mastered forms that slipped (start -> trained): %s",
+                    ", ".join(f"{f} {a:.3f} -> {b:.3f}" for f, (a, b) in slipped.items()))
     if on_step:
         on_step(rl.steps, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
     model.load_state_dict(select.best_state)
@@ -130,7 +134,7 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
                "batch_labels": n_labels, "batch_replay": n_replay, "batch_other_roles": n_others,
                "best_step": select.best_step, "best_val_accuracy": select.best_accuracy,
                "initial_val_accuracy": select.curve[0]["accuracy"], "final_val_accuracy": entry["accuracy"],
-               "final_val_p_vs_start": entry["p_vs_start"], **_guard_numbers(select.curve), "val_curve": select.curve, "loss_curve": loss_curve,
+               "final_val_p_vs_start": entry["p_vs_start"], **_guard_numbers(select.curve), "slipped_forms": slipped, "val_curve": select.curve, "loss_curve": loss_curve,
                "seconds": round(time.time() - t0, 2)}
     write_model_summary(out_dir / "rl.json", summary)
     return summary

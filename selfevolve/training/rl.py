@@ -232,6 +232,18 @@ class Validation:
         return self.run(model, tokenizer)
 
 
+def form_accuracy(correct: Sequence[int], forms: Sequence[str | None]) -> dict[str, float]:
+    """Validation accuracy per form (``{"4+3": 0.97, ...}``, sorted by form) of one outcome; questions
+    without a form, or flags of another length, give ``{}``."""
+    if len(forms) != len(correct):
+        return {}
+    outcomes: dict[str, list[int]] = defaultdict(list)
+    for c, f in zip(correct, forms):
+        if f is not None:
+            outcomes[f].append(int(c))
+    return {f: sum(cs) / len(cs) for f, cs in sorted(outcomes.items())}
+
+
 def retention_flags(start: Sequence[int], forms: Sequence[str | None], mastered: float) -> list[bool]:
     """Which validation questions guard retention: those whose form the starting model answers at
     least ``mastered`` of the time (its accuracy over that form's questions in ``start``, the 0/1
@@ -243,11 +255,7 @@ def retention_flags(start: Sequence[int], forms: Sequence[str | None], mastered:
     on it kept the model that had lost the one form it mastered (docs/measurements.md)."""
     if len(forms) != len(start):
         return [False] * len(start)
-    outcomes: dict[str, list[int]] = defaultdict(list)
-    for c, f in zip(start, forms):
-        if f is not None:
-            outcomes[f].append(int(c))
-    kept = {f for f, cs in outcomes.items() if sum(cs) >= mastered * len(cs) - 1e-9}
+    kept = {f for f, accuracy in form_accuracy(start, forms).items() if accuracy >= mastered - 1e-9}
     return [f is not None and f in kept for f in forms]
 
 
@@ -259,6 +267,17 @@ def split_accuracy(correct: Sequence[int], retention: Sequence[bool]) -> tuple[f
     moving = [c for c, r in zip(correct, flags) if not r]
     kept = [c for c, r in zip(correct, flags) if r]
     return (sum(moving) / len(moving) if moving else 0.0), (sum(kept) / len(kept) if kept else None)
+
+
+def slipped_forms(curve: Sequence[dict], tolerance: float) -> dict[str, list[float]]:
+    """The mastered forms (step 0's ``mastered_forms``) whose accuracy at the last check is more than
+    ``tolerance`` below step 0's: ``{form: [start, last]}``; what a refusal by the retention guard
+    lost, form by form."""
+    if len(curve) < 2:
+        return {}
+    first, last = curve[0].get("form_accuracy", {}), curve[-1].get("form_accuracy", {})
+    return {f: [first[f], last[f]] for f in curve[0].get("mastered_forms", [])
+            if f in first and f in last and last[f] < first[f] - tolerance - 1e-9}
 
 
 def retained(start: float | None, candidate: float | None, tolerance: float) -> bool:
@@ -302,7 +321,8 @@ class CheckpointSelector:
       best accuracy.
 
     ``check(step)`` validates ``model`` and returns the curve entry ``{step, accuracy, p_vs_start,
-    moving_accuracy, retention_accuracy}`` (the last only when the start masters a form); step 0's
+    moving_accuracy, retention_accuracy, form_accuracy}`` (retention only when the start masters a
+    form, ``form_accuracy`` per form when the questions have forms); step 0's
     also ``mastered_forms``; ``curve``, ``best_step``, ``best_accuracy`` and ``best_state`` hold the
     outcome.
     """
@@ -335,7 +355,8 @@ class CheckpointSelector:
         if self.start is None:
             self.retention = retention_flags(correct, self.forms, self.mastered)
         moving, kept = split_accuracy(correct, self.retention)
-        extra = {"moving_accuracy": moving, **({"retention_accuracy": kept} if kept is not None else {})}
+        extra = {"moving_accuracy": moving, **({"retention_accuracy": kept} if kept is not None else {}),
+                 **({"form_accuracy": per_form} if (per_form := form_accuracy(correct, self.forms)) else {})}
         if self.start is None:
             self.start = correct
             self.start_retention = kept
