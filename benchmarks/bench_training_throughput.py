@@ -4,12 +4,15 @@ machine's matmul peak and against a plain TRL ``SFTTrainer`` on the same data.
 The warm start (``selfevolve.embedded.warm_start.run_bootstrap``) trains the 0.97 M-parameter Llama
 of ``params.yaml`` ``bootstrap`` on role transcripts with ``selfevolve.training.loop.fit``: each step
 draws ``bootstrap.batch_size`` transcripts, tokenises them through the chat template
-(``training.rl.build_batch``), pads them to the longest, and runs forward, backward and AdamW in
+(``training.rl.encode_rows``), sorts them by length into micro-batches each padded to its own
+longest (``training.loop.sft_backward``), and runs forward, backward and AdamW in
 ``model.train_precision``. This benchmark runs the same model, data and precision in one process:
 
 - *fit phases*: the library's step, timed per phase (tokenise + pad / forward / backward /
   optimizer), with tokens per second counted two ways: real tokens (what the data holds) and
   padded positions (what the matmuls process);
+- *one padded batch*: the same steps with the whole batch padded to its longest row (the step
+  before length-sorted micro-batches);
 - *sdpa attention*: the same steps with PyTorch's scaled-dot-product kernels instead of the eager
   attention the library trains with on the CPU (``training.rl.training_attention``);
 - *pre-tokenised*: the same steps with every transcript tokenised once up front (what a
@@ -72,19 +75,21 @@ def training_flops(model, padded_positions: int, seq_len: float) -> float:
 
 
 def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precision: str, max_length: int,
-               pretokenised: bool = False) -> dict:
-    """``steps`` steps of the library's training step (``training.loop``), timed per phase."""
+               pretokenised: bool = False, micro_batch_rows: int | None = None) -> dict:
+    """``steps`` steps of the library's training step (``training.loop.sft_backward``: length-sorted
+    micro-batches of ``micro_batch_rows``, the library's by default; 0 = one padded batch), timed
+    per phase."""
     import torch
 
-    from selfevolve.training.loop import autocast
-    from selfevolve.training.rl import build_batch, token_logprobs
+    from selfevolve.training.loop import MICRO_BATCH_ROWS, autocast, micro_batches
+    from selfevolve.training.rl import encode_rows, token_logprobs
 
+    rows_per_part = MICRO_BATCH_ROWS if micro_batch_rows is None else micro_batch_rows
     rng = random.Random(0)
     cache = {}
     if pretokenised:
         t0 = time.perf_counter()
-        for r in rows:
-            cache[r.id] = build_batch(tok, [r], max_length)
+        cache = {r.id: e for r, e in zip(rows, encode_rows(tok, rows, max_length))}
         setup = time.perf_counter() - t0
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
@@ -94,37 +99,32 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
     for _ in range(steps):
         batch = rng.sample(rows, batch_size)
         t0 = time.perf_counter()
-        if pretokenised:
-            parts = [cache[r.id] for r in batch]
-            T = max(p[0].shape[1] for p in parts)
-            ids = torch.full((len(parts), T), tok.pad_token_id, dtype=torch.long)
-            attn = torch.zeros((len(parts), T), dtype=torch.long)
-            cmask = torch.zeros((len(parts), T - 1))
-            for i, (pi, pa, pc) in enumerate(parts):
-                n = pi.shape[1]
-                ids[i, :n], attn[i, :n], cmask[i, :n - 1] = pi[0], pa[0], pc[0]
-        else:
-            ids, attn, cmask = build_batch(tok, batch, max_length)
-        t1 = time.perf_counter()
-        with autocast(precision):
-            logp = token_logprobs(model, ids, attn, 1.0)
-            loss = -(logp * cmask).sum() / cmask.sum().clamp(min=1)
-        t2 = time.perf_counter()
+        encoded = [cache[r.id] for r in batch] if pretokenised else encode_rows(tok, batch, max_length)
+        parts = micro_batches(tok, encoded, rows_per_part)
+        n_tokens = sum(float(cmask.sum()) for _, _, cmask in parts)
+        times["tokenise"] += time.perf_counter() - t0
         opt.zero_grad()
-        loss.backward()
+        loss = 0.0
+        for ids, attn, cmask in parts:
+            t1 = time.perf_counter()
+            with autocast(precision):
+                part_loss = -(token_logprobs(model, ids, attn, 1.0) * cmask).sum() / n_tokens
+            t2 = time.perf_counter()
+            part_loss.backward()
+            times["forward"] += t2 - t1
+            times["backward"] += time.perf_counter() - t2
+            loss += float(part_loss.detach())
+            real += int(attn.sum())
+            padded += attn.numel()
+            longest.append(attn.shape[1])
         t3 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        t4 = time.perf_counter()
-        for k, dt in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-            times[k] += dt
-        real += int(attn.sum())
-        padded += attn.numel()
-        longest.append(attn.shape[1])
+        times["optimizer"] += time.perf_counter() - t3
     model.eval()
     total = sum(times.values())
     out = {"seconds": total, "phases": times, "real_tokens": real, "padded_positions": padded,
-           "mean_seq_len": sum(longest) / len(longest), "final_loss": float(loss.item())}
+           "mean_seq_len": sum(longest) / len(longest), "final_loss": loss}
     if pretokenised:
         out["setup_seconds"] = setup
     return out
@@ -211,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  achieved {achieved / 1e9:.2f} GFLOP/s = {achieved / peak:.1%} of the {precision} matmul peak")
 
     model = fresh()
+    padded_batch = fit_phases(model, tok, rows, micro_batch_rows=0, **common)
+    print(f"\none padded batch a step (no length-sorted micro-batches): {padded_batch['seconds']:.2f} s, "
+          f"{padded_batch['real_tokens'] / padded_batch['padded_positions']:.0%} of positions are real, "
+          f"loss {padded_batch['final_loss']:.3f}")
+
+    model = fresh()
     pre = fit_phases(model, tok, rows, pretokenised=True, **common)
     print(f"\npre-tokenised: {pre['seconds']:.2f} s ({pre['setup_seconds']:.2f} s to tokenise {len(rows)} rows once), "
           f"{pre['real_tokens'] / pre['seconds']:,.0f} real tokens/s")
@@ -220,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nsdpa attention (PyTorch's CPU flash-attention kernels): {sdpa['seconds']:.2f} s, "
           f"backward {sdpa['phases']['backward'] / sdpa['seconds']:.0%} of the step, loss {sdpa['final_loss']:.3f}")
 
-    rows_out = [("fit / pre-tokenised", base["seconds"] / pre["seconds"]),
+    rows_out = [("one padded batch / fit", padded_batch["seconds"] / base["seconds"]),
+                ("fit / pre-tokenised", base["seconds"] / pre["seconds"]),
                 (f"sdpa / {fresh().config._attn_implementation} attention (per step)", sdpa["seconds"] / base["seconds"])]
     if not args.skip_trl:
         with tempfile.TemporaryDirectory() as tmp:

@@ -287,3 +287,36 @@ def test_retention_is_guarded_per_mastered_form_not_per_split():
     assert rl.retention_flags([1] * 17 + [0] * 3, ["2+1"] * 20, 0.9) == [False] * 20
     assert rl.retention_flags([1, 1], [None, None], 0.9) == [False, False]
     assert rl.retention_flags([1, 1], ["1+1"], 0.9) == [False, False]          # forms of another length: no guard
+
+
+def test_length_sorted_micro_batches_give_the_padded_batch_gradient_on_fewer_positions(tiny_model_dir):
+    """``training.loop.sft_backward``: 12 rows of very different lengths in micro-batches of 4; the
+    loss and every parameter's gradient equal those of :func:`sft_loss` on the one padded batch
+    (float32), and the micro-batches together hold fewer padded positions than that batch."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfevolve.training import loop
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    rows = [Rollout(id=f"r{i}", role="solver", group="g", question_id="q", prompt=f"Compute {i} + {'9' * (1 + 3 * i)}.",
+                    completion="<think>" + "1 + 2 = 3 " * (i % 5) + f"</think><answer>{i}</answer>", reward=1.0) for i in range(12)]
+    grads = {}
+    for way in ("padded", "micro"):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        model.zero_grad()
+        if way == "padded":
+            loss = loop.sft_loss(model, tok, rows, 512)
+            loss.backward()
+            loss = float(loss)
+        else:
+            loss = loop.sft_backward(model, tok, rows, 512, micro_batch_rows=4)
+        grads[way] = (loss, {n: p.grad.clone() for n, p in model.named_parameters()})
+    assert grads["micro"][0] == pytest.approx(grads["padded"][0], rel=1e-5)
+    for name, g in grads["padded"][1].items():
+        assert torch.allclose(grads["micro"][1][name], g, atol=1e-6, rtol=1e-4), name
+    encoded = sorted(rl.encode_rows(tok, rows, 512), key=lambda e: len(e[0]))
+    longest = len(encoded[-1][0])
+    micro_positions = sum(max(len(ids) for ids, _ in encoded[i:i + 4]) * 4 for i in range(0, 12, 4))
+    assert micro_positions < 0.8 * longest * 12
