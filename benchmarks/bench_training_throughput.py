@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"matmul peak: float32 {peak32 / 1e9:.1f} GFLOP/s, bfloat16 {peak16 / 1e9:.1f} GFLOP/s")
     peak = peak16 if precision == "bfloat16" else peak32
 
+    fit_phases(fresh(), tok, rows, **(common | {"steps": min(5, args.steps)}))  # warm-up: kernels, allocator, caches
     model = fresh()
     base = fit_phases(model, tok, rows, **common)
     achieved = training_flops(model, base["padded_positions"], base["mean_seq_len"]) / base["seconds"]
