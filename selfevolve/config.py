@@ -233,12 +233,12 @@ class RLParams(_Section):
     other_roles_fraction: float = Field(0.1, ge=0.0, le=1.0, description="expert_iteration: share of each batch imitating "
                                         "the Challenger's, Planner's and Critic's rollouts that scored above their role's mean")
     labels_per_question: int = Field(2, ge=1, description="expert_iteration: verified completions kept per question")
+    retention_labels: bool = Field(False, description="expert_iteration: label the questions solved in every sample in forms earlier cycles taught")
     clip_eps: float = Field(0.2, gt=0.0, le=1.0)
     kl_coef: float = Field(0.0, ge=0.0)
     epochs_per_batch: int = Field(1, ge=1, le=16)
     max_grad_norm: float = Field(1.0, gt=0)
-    ema_decay: float = Field(0.98, ge=0.0, lt=1.0, description="reinforce_pp/grpo: validate and keep an exponential moving "
-                             "average of the weights with this decay (0 = the raw weights)")
+    ema_decay: float = Field(0.98, ge=0.0, lt=1.0, description="reinforce_pp/grpo: keep an EMA of the weights (0 = raw weights)")
     grpo_num_generations: int = Field(4, ge=2)
     eval_every: int = Field(20, ge=1, description="reinforce_pp/grpo: steps between validation checks")
     eval_questions: int = Field(1000, ge=1, description="validation questions (balanced over the validation splits)")

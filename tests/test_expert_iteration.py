@@ -8,7 +8,7 @@ import pytest
 from selfevolve.config import Params
 from selfevolve.training.config import TrainConfig
 from selfevolve.records import Attempt, MathSpec, Question, Rollout, Verdict
-from selfevolve.stages.train import self_labels
+from selfevolve.stages.train import retention_labels, self_labels
 from selfevolve.training.expert_iteration import batch_plan, train_expert_iteration
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -72,6 +72,30 @@ def test_a_form_the_solver_is_learning_is_labelled_from_every_question_it_got_ri
     assert {r.question_id for r in self_labels(bare, attempts, verdicts, (0.05, 0.8), 2, "c1")[0]} == {"q7"}
 
 
+def test_retention_labels_teach_again_the_forms_the_cycles_taught_once_mastered():
+    """``rl.retention_labels``: a question solved in every sample, in a form earlier cycles taught
+    and the Solver now answers above the band, gives one well-formed verified completion (source
+    ``retain``); a form the cycles never taught (the warm start's), a form still in the band, a
+    question missed once, and a question already labelled give none."""
+    def q(i, form):
+        return _q(i).model_copy(update={"form": form})
+
+    plan = {"4+3": ([1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 0]),     # taught, 0.94: q0, q1, q2 (q3 missed once)
+            "1+1": ([1, 1, 1, 1], [1, 1, 1, 1]),                                # never taught: the warm start's
+            "5+3": ([1, 1, 1, 1], [0, 0, 0, 0])}                                # taught, 0.5: in the band, self_labels' job
+    qs, attempts, verdicts = [], [], {}
+    for form, outcomes in plan.items():
+        for outcome in outcomes:
+            qs.append(q(len(qs), form))
+            a, v = _tries(qs[-1], outcome, forms=["<answer>{answer}</answer>"] + ["<think>work</think><answer>{answer}</answer>"] * 3)
+            attempts += a
+            verdicts |= v
+    rows = retention_labels(qs, attempts, verdicts, {"4+3", "5+3"}, (0.05, 0.8), labelled={"q2"}, cycle="c3")
+    assert [r.question_id for r in rows] == ["q0", "q1"]
+    assert all(r.detail["source"] == "retain" and r.detail["form"] == "4+3" and r.completion.startswith("<think>") for r in rows)
+    assert retention_labels(qs, attempts, verdicts, set(), (0.05, 0.8), set(), "c3") == []
+
+
 def test_self_labels_are_verified_answers_in_the_solvers_format():
     """A right answer reached through stray tags, without the think block or with text around the
     blocks is not a label (what SmolLM2's labels taught: bare answers on sums it had mastered);
@@ -88,7 +112,8 @@ def test_self_labels_are_verified_answers_in_the_solvers_format():
 
 def test_each_cycle_carries_every_earlier_cycles_self_labels_and_no_other_rows(tmp_path):
     """``datasets`` writes a cycle's earlier labels as its start's earlier labels plus its start's
-    self-labels (c2 trains again on what c1 and c0 labelled), and nothing else: the warm start's
+    self-labels (c2 trains again on what c1 and c0 labelled), and nothing else (not the start's
+    retention labels, which each cycle draws afresh from its own solve set): the warm start's
     transcripts stay in the base cycle's replay, which ``train_rl`` reads directly."""
     from selfevolve.paths import cycle_paths
     from selfevolve.records import read_jsonl, write_jsonl
@@ -104,7 +129,9 @@ def test_each_cycle_carries_every_earlier_cycles_self_labels_and_no_other_rows(t
     write_jsonl(base.replay, [Rollout(id="t0", role="solver", group="t", question_id="t", prompt="P", completion="C", reward=1.0)])
     write_jsonl(base.earlier_labels, [label(0, "c0")])
     write_jsonl(base.self_labels, [label(1, "base")])
-    for c, init_labels in (("c1", None), ("c2", [label(2, "c1")])):
+    retain = Rollout(id="r9", role="solver", group="g9", question_id="q9", prompt="P", completion="C", reward=1.0,
+                     detail={"source": "retain", "cycle": "c1"})   # a cycle's retention labels are its own: not carried on
+    for c, init_labels in (("c1", None), ("c2", [label(2, "c1"), retain])):
         P = cycle_paths(c, tmp_path)
         P.dir.mkdir(parents=True)
         for f in (P.rollouts, P.pool, P.solve_set, P.attempts, P.verdicts):

@@ -76,6 +76,42 @@ def self_labels(questions: list[Question], attempts: list[Attempt], verdicts: di
                   "self_labels_malformed": malformed}
 
 
+def retention_labels(questions: list[Question], attempts: list[Attempt], verdicts: dict[str, Verdict], taught: set[str],
+                     band: tuple[float, float], labelled: set[str], cycle: str) -> list[Rollout]:
+    """One verified, well-formed completion of every question the Solver answered right in all its
+    samples, in a form of ``taught`` (the forms earlier cycles' self-labels taught) that is past the
+    learning band (the form's pass rate this cycle above ``band[1]``), unless ``labelled`` (question
+    ids already among the self-labels) has it. Source ``retain``.
+
+    Why: a form the cycles taught is protected by nothing once mastered (the warm start's replay covers
+    the seed forms; :func:`self_labels` takes the frontier). Measured on seed 2's c2 with the
+    next-rung questions (docs/measurements.md, "December 4 (night)"): training on 5+3 and 5+4 labels
+    took 4+3 from 0.99 to 0.92 on validation and the retention guard kept the start; with these
+    labels (640 of 1,354) 4+3 held (1.00), the whole mastered set lost 0.5 points and the cycle was
+    kept. ReST-EM (Singh et al. 2023) keeps every correct sample; Lee et al. 2025 replay every round."""
+    from selfevolve.roles.parsers import well_formed_solver
+
+    by_q: dict[str, list[Attempt]] = defaultdict(list)
+    for a in attempts:
+        by_q[a.question_id].append(a)
+    per_form: dict[str, list[float]] = defaultdict(list)
+    for q in questions:
+        if q.form in taught:
+            per_form[q.form] += [verdicts[a.id].correct for a in by_q.get(q.id, [])]
+    past = {form for form, hits in per_form.items() if hits and fmean(hits) > band[1]}
+    rows = []
+    for q in questions:
+        hits = by_q.get(q.id, [])
+        if q.form not in past or q.id in labelled or not hits or any(verdicts[a.id].correct < 1.0 for a in hits):
+            continue
+        a = next((a for a in hits if well_formed_solver(a.completion)), None)
+        if a is not None:
+            rows.append(Rollout(id=f"{cycle}-retain-{a.id}", role="solver", group=q.id, question_id=q.id, prompt=a.prompt,
+                                completion=a.completion, reward=1.0,
+                                detail={"source": "retain", "cycle": cycle, "pass_rate": 1.0, "level": q.level, "form": q.form}))
+    return rows
+
+
 def datasets(ctx: StageContext) -> dict:
     """Build the training data of the cycle:
 
@@ -105,19 +141,26 @@ def datasets(ctx: StageContext) -> dict:
         verdicts = {v.attempt_id: v for v in read_jsonl(P.verdicts, Verdict)}
         labels, label_counts = self_labels(read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt), verdicts,
                                            params.sage.frontier_band, rl.labels_per_question, ctx.cycle)
-    write_jsonl(P.self_labels, labels)
-    earlier = read_jsonl(ctx.init.earlier_labels, Rollout) + read_jsonl(ctx.init.self_labels, Rollout)
+    earlier = read_jsonl(ctx.init.earlier_labels, Rollout) + [r for r in read_jsonl(ctx.init.self_labels, Rollout)
+                                                               if r.detail.get("source") != "retain"]
+    pool = {q.id: q for q in read_jsonl(P.pool, Question)}
+    retained = []
+    if ab.train_solver and rl.retention_labels:
+        taught = {f for r in earlier if r.detail.get("source") == "self_label" and (f := getattr(pool.get(r.question_id), "form", None))}
+        retained = retention_labels(read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt), verdicts, taught,
+                                    params.sage.frontier_band, {r.question_id for r in labels}, ctx.cycle)
+    write_jsonl(P.self_labels, labels + retained)
     write_jsonl(P.earlier_labels, earlier)
     chats = []
     if params.mass.enabled and P.mass_trajectories.exists():
         from selfevolve.mass.design import load_champions
 
-        questions = {q.id: q for q in read_jsonl(P.pool, Question)}
+        questions = pool
         chats = trajectories_to_chats(read_jsonl(P.mass_trajectories, Trajectory), questions, load_champions(P.mass_champions))
     write_jsonl(P.sft_dataset, chats_to_records(chats))
     counts = Counter(r.role for r in rl_rows)
     levels = Counter(r.detail.get("level") for r in labels)
-    return {"rl_rows": len(rl_rows), "rl_rows_dropped": len(rollouts) - len(rl_rows), "sft_rows": len(chats),
+    return {"rl_rows": len(rl_rows), "rl_rows_dropped": len(rollouts) - len(rl_rows), "sft_rows": len(chats), "retention_labels": len(retained),
             "earlier_labels": len(earlier), **label_counts, **{f"rl_rows_{k}": v for k, v in counts.items()},
             **{f"self_labels_level_{k}": v for k, v in sorted(levels.items(), key=lambda kv: str(kv[0])) if k is not None}}
 
