@@ -268,3 +268,47 @@ def test_auto_precision_trains_in_bfloat16_only_where_the_cpu_has_it(monkeypatch
     assert Params().model.train_precision == "auto"
     with pytest.raises(ValueError, match="train_precision"):
         loop.resolve_precision("float16")
+
+
+def test_datasets_adds_retention_labels_to_the_self_labels_at_most_as_many_as_they(tmp_path):
+    """``datasets`` with ``rl.retention_labels``: the forms earlier cycles' self-labels taught (read
+    through the pool) give retention rows for the questions solved every time, capped at the cycle's
+    own self-labels; off, none."""
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import read_jsonl, write_jsonl
+    from selfevolve.stages.context import StageContext
+    from selfevolve.stages.train import datasets
+
+    def q(i, form):
+        return _q(i).model_copy(update={"form": form})
+
+    mastered = [q(i, "4+3") for i in range(6)]            # solved 4 of 4: retention candidates
+    learning = [q(10 + i, "5+4") for i in range(2)]        # 3 of 4 and 1 of 4: the cycle's self-labels
+    attempts, verdicts = [], []
+    for question, outcome in [(x, [1, 1, 1, 1]) for x in mastered] + list(zip(learning, ([1, 1, 1, 0], [1, 0, 0, 0]))):
+        a, v = _tries(question, outcome)
+        attempts += a
+        verdicts += list(v.values())
+    base = cycle_paths("base", tmp_path)
+    base.dir.mkdir(parents=True)
+    write_jsonl(base.earlier_labels, [])
+    write_jsonl(base.self_labels, [Rollout(id="l0", role="solver", group="q0", question_id="q0", prompt="P", completion="C",
+                                           reward=1.0, detail={"source": "self_label", "cycle": "base"})])
+    P = cycle_paths("c1", tmp_path)
+    P.dir.mkdir(parents=True)
+    write_jsonl(P.rollouts, [])
+    write_jsonl(P.pool, mastered + learning)
+    write_jsonl(P.solve_set, mastered + learning)
+    write_jsonl(P.attempts, attempts)
+    write_jsonl(P.verdicts, verdicts)
+    params = Params()
+    params.mass.enabled = False
+    params.rl.retention_labels = True
+    metrics = datasets(StageContext(params, "c1", tmp_path))
+    rows = read_jsonl(P.self_labels, Rollout)
+    labels = [r for r in rows if r.detail["source"] == "self_label"]
+    retained = [r for r in rows if r.detail["source"] == "retain"]
+    assert len(labels) == 3 and metrics["retention_labels"] == len(retained) == 3       # 6 candidates, capped at 3
+    assert {r.detail["form"] for r in retained} == {"4+3"} and len({r.question_id for r in retained}) == 3
+    params.rl.retention_labels = False
+    assert datasets(StageContext(params, "c1", tmp_path))["retention_labels"] == 0
