@@ -4,7 +4,7 @@ machine's matmul peak and against a plain TRL ``SFTTrainer`` on the same data.
 The warm start (``selfevolve.embedded.warm_start.run_bootstrap``) trains the 0.97 M-parameter Llama
 of ``params.yaml`` ``bootstrap`` on role transcripts with ``selfevolve.training.loop.fit``: each step
 draws ``bootstrap.batch_size`` transcripts, tokenises them through the chat template
-(``training.rl.encode_rows``), sorts them by length into micro-batches each padded to its own
+(``training.batches.encode_rows``), sorts them by length into micro-batches each padded to its own
 longest (``training.loop.sft_backward``), and runs forward, backward and AdamW in
 ``model.train_precision``. This benchmark runs the same model, data and precision in one process:
 
@@ -82,7 +82,7 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
     import torch
 
     from selfevolve.training.loop import MICRO_BATCH_ROWS, autocast, micro_batches
-    from selfevolve.training.rl import encode_rows, token_logprobs
+    from selfevolve.training.batches import encode_rows, token_logprobs
 
     rows_per_part = MICRO_BATCH_ROWS if micro_batch_rows is None else micro_batch_rows
     rng = random.Random(0)

@@ -5,7 +5,7 @@ import pytest
 from selfevolve.training.advantages import role_advantages
 from selfevolve.config import Params
 from selfevolve.records import Rollout
-from selfevolve.training import rl
+from selfevolve.training import batches, rl
 from selfevolve.training.config import TrainConfig
 
 
@@ -40,9 +40,9 @@ def test_one_update_raises_positive_and_lowers_negative(tiny_model_dir):
     batch = [good, bad]
 
     def seq_logp():
-        ids, attn, cmask = rl.build_batch(tok, batch, 512)
+        ids, attn, cmask = batches.build_batch(tok, batch, 512)
         with torch.no_grad():
-            lp = rl.token_logprobs(model, ids, attn)
+            lp = batches.token_logprobs(model, ids, attn)
         return (lp * cmask).sum(1)
 
     before = seq_logp()
@@ -63,16 +63,16 @@ def test_logprobs_are_those_of_the_policy_at_the_sampling_temperature(tiny_model
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    ids, attn, cmask = rl.build_batch(tok, [_r(0, "solver", "g", 1.0)], 512)
+    ids, attn, cmask = batches.build_batch(tok, [_r(0, "solver", "g", 1.0)], 512)
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
         for t in (0.5, 1.0, 2.0):
             want = torch.log_softmax(logits / t, -1).gather(2, ids[:, 1:, None]).squeeze(-1)
-            assert torch.allclose(rl.token_logprobs(model, ids, attn, t), want, atol=1e-5)
-        assert not torch.allclose(rl.token_logprobs(model, ids, attn, 0.5), rl.token_logprobs(model, ids, attn, 1.0))
-        assert torch.allclose(rl.token_logprobs(model, ids, attn, 0.0), rl.token_logprobs(model, ids, attn, 1.0))  # greedy: raw logits
+            assert torch.allclose(batches.token_logprobs(model, ids, attn, t), want, atol=1e-5)
+        assert not torch.allclose(batches.token_logprobs(model, ids, attn, 0.5), batches.token_logprobs(model, ids, attn, 1.0))
+        assert torch.allclose(batches.token_logprobs(model, ids, attn, 0.0), batches.token_logprobs(model, ids, attn, 1.0))  # greedy: raw logits
     old = rl.behaviour_logprobs(model, tok, [_r(0, "solver", "g", 1.0)], 512, temperature=0.5)
-    assert torch.allclose(old["r0"], rl.token_logprobs(model, ids, attn, 0.5)[0, : int(attn[0].sum()) - 1], atol=1e-5)
+    assert torch.allclose(old["r0"], batches.token_logprobs(model, ids, attn, 0.5)[0, : int(attn[0].sum()) - 1], atol=1e-5)
 
 
 def test_clipped_surrogate_stops_gradient_beyond_clip():
@@ -316,7 +316,7 @@ def test_length_sorted_micro_batches_give_the_padded_batch_gradient_on_fewer_pos
     assert grads["micro"][0] == pytest.approx(grads["padded"][0], rel=1e-5)
     for name, g in grads["padded"][1].items():
         assert torch.allclose(grads["micro"][1][name], g, atol=1e-6, rtol=1e-4), name
-    encoded = sorted(rl.encode_rows(tok, rows, 512), key=lambda e: len(e[0]))
+    encoded = sorted(batches.encode_rows(tok, rows, 512), key=lambda e: len(e[0]))
     longest = len(encoded[-1][0])
     micro_positions = sum(max(len(ids) for ids, _ in encoded[i:i + 4]) * 4 for i in range(0, 12, 4))
     assert micro_positions < 0.8 * longest * 12

@@ -3,7 +3,7 @@ stable / decay learning-rate schedule, mixed precision on CPU, and a plain fitti
 
 Rows are ``Rollout`` records (prompt, completion): the prompt goes through the model's chat template
 with the generation prompt, the completion and EOS follow, and only completion tokens are in the
-loss (``selfevolve.training.rl.build_batch``), the same masking TRL's ``assistant_only_loss``
+loss (``selfevolve.training.batches.build_batch``), the same masking TRL's ``assistant_only_loss``
 applies to single-turn chats.
 """
 
@@ -14,7 +14,7 @@ import random
 from typing import Callable, Sequence
 
 from selfevolve.records import Rollout
-from selfevolve.training.rl import build_batch, encode_rows, pad_batch, token_logprobs
+from selfevolve.training.batches import build_batch, encode_rows, pad_batch, token_logprobs
 
 
 def sft_loss(model, tokenizer, rows: Sequence[Rollout], max_length: int):
@@ -31,9 +31,9 @@ length-sorted micro-batches of 32 rows 356 ms, of 16 rows 346 ms, of 8 rows 410 
 
 
 def micro_batches(tokenizer, encoded: Sequence[tuple[list[int], list[int]]], micro_batch_rows: int = MICRO_BATCH_ROWS) -> list:
-    """``encoded`` rows (``training.rl.encode_rows``) sorted by length and cut into
+    """``encoded`` rows (``training.batches.encode_rows``) sorted by length and cut into
     ``round(len / micro_batch_rows)`` (at least one) micro-batches of near-equal row counts, each
-    padded to its own longest row (``training.rl.pad_batch``: ``(input_ids, attention_mask,
+    padded to its own longest row (``training.batches.pad_batch``: ``(input_ids, attention_mask,
     completion_mask)``); ``micro_batch_rows`` 0 gives the one padded batch, unsorted."""
     if micro_batch_rows <= 0:
         return [pad_batch(tokenizer, encoded)]
