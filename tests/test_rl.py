@@ -309,7 +309,7 @@ def test_length_sorted_micro_batches_give_the_padded_batch_gradient_on_fewer_pos
         if way == "padded":
             loss = loop.sft_loss(model, tok, rows, 512)
             loss.backward()
-            loss = float(loss)
+            loss = float(loss.detach())
         else:
             loss = loop.sft_backward(model, tok, rows, 512, micro_batch_rows=4)
         grads[way] = (loss, {n: p.grad.clone() for n, p in model.named_parameters()})
