@@ -18,6 +18,22 @@ from selfevolve.records import Attempt, Question, Rollout, Trajectory, Verdict, 
 from selfevolve.stages.context import StageContext, log
 
 
+def solve_outcomes(questions: list[Question], attempts: list[Attempt], verdicts: dict[str, Verdict]
+                   ) -> tuple[dict[str, list[Attempt]], dict[str, list[float]], dict[str, float]]:
+    """A cycle's solve outcomes: the attempts per question id, the verdicts' ``correct`` (0-1) per
+    question id of ``questions`` that has attempts, and the pass rate per form (``Question.form``)
+    over all of this cycle's samples of that form's questions."""
+    by_q: dict[str, list[Attempt]] = defaultdict(list)
+    for a in attempts:
+        by_q[a.question_id].append(a)
+    hits = {q.id: [verdicts[a.id].correct for a in by_q[q.id]] for q in questions if by_q.get(q.id)}
+    per_form: dict[str, list[float]] = defaultdict(list)
+    for q in questions:
+        if q.form and q.id in hits:
+            per_form[q.form] += hits[q.id]
+    return by_q, hits, {form: fmean(h) for form, h in per_form.items()}
+
+
 def self_labels(questions: list[Question], attempts: list[Attempt], verdicts: dict[str, Verdict], band: tuple[float, float],
                 per_question: int, cycle: str) -> tuple[list[Rollout], dict]:
     """The Solver's verified completions worth learning from: for each question on the Solver's
@@ -40,17 +56,10 @@ def self_labels(questions: list[Question], attempts: list[Attempt], verdicts: di
     out for their form)."""
     from selfevolve.roles.parsers import well_formed_solver
 
-    by_q: dict[str, list[Attempt]] = defaultdict(list)
-    for a in attempts:
-        by_q[a.question_id].append(a)
+    by_q, hits, form_rate = solve_outcomes(questions, attempts, verdicts)
     lo, hi = band
-    hits = {q.id: [verdicts[a.id].correct for a in by_q[q.id]] for q in questions if by_q.get(q.id)}
     rate = {qid: fmean(h) for qid, h in hits.items()}
-    per_form: dict[str, list[float]] = defaultdict(list)
-    for q in questions:
-        if q.form and q.id in hits:
-            per_form[q.form] += hits[q.id]
-    learning = {form for form, hits in per_form.items() if lo <= fmean(hits) <= hi}
+    learning = {form for form, r in form_rate.items() if lo <= r <= hi}
     rows: list[Rollout] = []
     in_band = by_form = malformed = 0
     for q in questions:
@@ -94,20 +103,13 @@ def retention_labels(questions: list[Question], attempts: list[Attempt], verdict
     0.892 against 0.938 without them)."""
     from selfevolve.roles.parsers import well_formed_solver
 
-    by_q: dict[str, list[Attempt]] = defaultdict(list)
-    for a in attempts:
-        by_q[a.question_id].append(a)
-    per_form: dict[str, list[float]] = defaultdict(list)
-    for q in questions:
-        if q.form in taught:
-            per_form[q.form] += [verdicts[a.id].correct for a in by_q.get(q.id, [])]
-    past = {form for form, hits in per_form.items() if hits and fmean(hits) > band[1]}
+    by_q, hits, form_rate = solve_outcomes(questions, attempts, verdicts)
+    past = {form for form, r in form_rate.items() if form in taught and r > band[1]}
     rows = []
     for q in questions:
-        hits = by_q.get(q.id, [])
-        if q.form not in past or q.id in labelled or not hits or any(verdicts[a.id].correct < 1.0 for a in hits):
+        if q.form not in past or q.id in labelled or q.id not in hits or min(hits[q.id]) < 1.0:
             continue
-        a = next((a for a in hits if well_formed_solver(a.completion)), None)
+        a = next((a for a in by_q[q.id] if well_formed_solver(a.completion)), None)
         if a is not None:
             rows.append(Rollout(id=f"{cycle}-retain-{a.id}", role="solver", group=q.id, question_id=q.id, prompt=a.prompt,
                                 completion=a.completion, reward=1.0,
@@ -141,17 +143,17 @@ def datasets(ctx: StageContext) -> dict:
     write_jsonl(P.rl_dataset, rl_rows)
     labels, label_counts = [], {"questions_in_band": 0, "questions_in_band_by_form": 0, "self_labels": 0, "self_labels_malformed": 0}
     if ab.train_solver:
+        solved, attempts = read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt)
         verdicts = {v.attempt_id: v for v in read_jsonl(P.verdicts, Verdict)}
-        labels, label_counts = self_labels(read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt), verdicts,
-                                           params.sage.frontier_band, rl.labels_per_question, ctx.cycle)
+        labels, label_counts = self_labels(solved, attempts, verdicts, params.sage.frontier_band, rl.labels_per_question, ctx.cycle)
     earlier = read_jsonl(ctx.init.earlier_labels, Rollout) + [r for r in read_jsonl(ctx.init.self_labels, Rollout)
                                                                if r.detail.get("source") != "retain"]
     pool = {q.id: q for q in read_jsonl(P.pool, Question)}
     retained = []
     if ab.train_solver and rl.retention_labels:
         taught = {f for r in earlier if r.detail.get("source") == "self_label" and (f := getattr(pool.get(r.question_id), "form", None))}
-        retained = retention_labels(read_jsonl(P.solve_set, Question), read_jsonl(P.attempts, Attempt), verdicts, taught,
-                                    params.sage.frontier_band, {r.question_id for r in labels}, ctx.cycle)
+        retained = retention_labels(solved, attempts, verdicts, taught, params.sage.frontier_band, {r.question_id for r in labels},
+                                    ctx.cycle)
         if len(retained) > len(labels):  # the rungs being learned keep at least half of the labelled rows
             retained = sorted(ctx.rng("retention_labels").sample(retained, len(labels)), key=lambda r: r.id)
     write_jsonl(P.self_labels, labels + retained)

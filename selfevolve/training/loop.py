@@ -105,8 +105,8 @@ def fit(model, tokenizer, draw: Callable[[random.Random], list[Rollout]], *, ste
         warmup_steps: int, decay_steps: int, min_lr_ratio: float, max_length: int, seed: int = 0, precision: str = "float32",
         max_grad_norm: float = 1.0, desc: str = "train", on_step: Callable[[int, dict], None] | None = None) -> list[dict]:
     """``steps`` updates of AdamW on :func:`sft_loss` of the batches ``draw(rng)`` returns (computed
-    in length-sorted micro-batches: :func:`sft_backward`), on a :func:`wsd_schedule`. Returns the loss curve (``{step, loss, lr}`` per step); ``on_step`` gets
-    each entry as it happens."""
+    in length-sorted micro-batches: :func:`sft_backward`), on a :func:`wsd_schedule`. Returns the
+    loss curve (``{step, loss, lr}`` per step); ``on_step`` gets each entry as it happens."""
     import torch
     from tqdm import tqdm
 
