@@ -159,13 +159,19 @@ def _hardest_solved(rates: dict[str, float], lo: float) -> set[str]:
 def next_rung_forms(questions: list[Question], band: tuple[float, float], min_samples: int = 16) -> list[str]:
     """The forms one rung beyond the Solver's edge: every ``arith.longer_forms`` of the hardest rung's
     forms that :func:`edge_groups` counts (pass rate at least ``band[0]`` over ``min_samples``
-    attempts or more), sorted; empty when nothing is measured. For seed 1 of the embedded default at
-    c4-c6 (hardest rung 8 digits: 4+4, 5+3, 3+5) this is 4+5, 5+4, 3+6, 6+3, the rung its Challenger
-    did not reach by itself (docs/measurements.md, "December 4 (evening)")."""
+    attempts or more), sorted; empty when nothing is measured. A longer form already measured at
+    zero (no right answer in ``min_samples`` attempts or more) is left out while another longer form
+    is not, so the budget goes where a label can come from; when every one is at zero, all are kept.
+    For seed 1 of the embedded default at c4-c6 (hardest rung 8 digits: 4+4, 5+3, 3+5) this is 4+5,
+    5+4, 3+6, 6+3, the rung its Challenger did not reach by itself (docs/measurements.md, "December 4
+    (evening)"); 3+6 and 6+3 were answered right in 0 of ~1,600 samples in every seed and cycle
+    ("December 4 (night)"), so from the cycle after they were measured it is 4+5 and 5+4."""
     from selfevolve.questions.arith import longer_forms
 
-    top = _hardest_solved(form_pass_rates(questions, min_samples), band[0])
-    return sorted({g for f in top for g in longer_forms(f)})
+    rates = form_pass_rates(questions, min_samples)
+    longer = {g for f in _hardest_solved(rates, band[0]) for g in longer_forms(f)}
+    reachable = {g for g in longer if rates.get(g, 1.0) > 0}
+    return sorted(reachable or longer)
 
 
 def reference_items(rng: random.Random, pool: list[Question], k: int, band: tuple[float, float], boost: float,

@@ -238,6 +238,20 @@ def test_questions_one_rung_past_the_edge_are_fresh_questions_of_the_longer_form
     assert next_rung_questions(random.Random(3), pool, band, 300, "c2-next") == fresh
 
 
+def test_a_longer_form_measured_at_zero_leaves_the_next_rung_while_another_is_not():
+    """A longer form with no right answer in 16 attempts or more (6+2 here) is not drawn again while
+    another longer form is not measured at zero; one measured on fewer attempts stays; when
+    every longer form is at zero, all of them are drawn."""
+    band = (0.05, 0.8)
+    edge = _measured("5+2", 100, 1.0, "b") + _measured("4+3", 10, 0.3, "c")
+    assert next_rung_forms(edge + _measured("6+2", 5, 0.0, "d"), band) == ["4+4", "5+3"]
+    assert next_rung_forms(edge + [_measured("6+2", 5, 0.0, "d")[0]], band) == ["4+4", "5+3", "6+2"]  # 4 attempts < 16
+    at_zero = edge + _measured("6+2", 5, 0.0, "d") + _measured("5+3", 5, 0.0, "e") + _measured("4+4", 5, 0.0, "f")
+    assert next_rung_forms(at_zero, band) == ["4+4", "5+3", "6+2"]
+    drawn = next_rung_questions(random.Random(3), edge + _measured("6+2", 5, 0.0, "d"), band, 200, "c3-next")
+    assert {q.form for q in drawn} == {"4+4", "5+3"}
+
+
 def test_next_rung_questions_join_the_solve_set_and_then_the_pool_with_their_pass_rates(tmp_path):
     """Through the stages: ``plan`` adds ``sage.next_rung_questions`` environment questions of the next
     rung to the solve set (after the gated and the re-solved ones), and ``rewards`` puts them into
