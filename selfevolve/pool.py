@@ -159,19 +159,30 @@ def _hardest_solved(rates: dict[str, float], lo: float) -> set[str]:
 def next_rung_forms(questions: list[Question], band: tuple[float, float], min_samples: int = 16) -> list[str]:
     """The forms one rung beyond the Solver's edge: every ``arith.longer_forms`` of the hardest rung's
     forms that :func:`edge_groups` counts (pass rate at least ``band[0]`` over ``min_samples``
-    attempts or more), sorted; empty when nothing is measured. A longer form already measured at
-    zero (no right answer in ``min_samples`` attempts or more) is left out while another longer form
-    is not, so the budget goes where a label can come from; when every one is at zero, all are kept.
-    For seed 1 of the embedded default at c4-c6 (hardest rung 8 digits: 4+4, 5+3, 3+5) this is 4+5,
-    5+4, 3+6, 6+3, the rung its Challenger did not reach by itself (docs/measurements.md, "December 4
-    (evening)"); 3+6 and 6+3 were answered right in 0 of ~1,600 samples in every seed and cycle
-    ("December 4 (night)"), so from the cycle after they were measured it is 4+5 and 5+4."""
+    attempts or more), sorted; empty when nothing is measured. A longer form no easier than one
+    already measured at zero (no right answer in ``min_samples`` attempts or more; "no easier": the
+    same operator and every operand at least as long, so 6+4 after 6+3) is left out while another
+    longer form is not, so the budget goes where a label can come from; when every one is, all are
+    kept. For seed 1 of the embedded default at c4-c6 (hardest rung 8 digits: 4+4, 5+3, 3+5) this is
+    4+5, 5+4, 3+6, 6+3, the rung its Challenger did not reach by itself (docs/measurements.md,
+    "December 4 (evening)"); 3+6 and 6+3 were answered right in 0 of ~1,600 samples in every seed
+    and cycle ("December 4 (night)"), and 6+4, 4+6, 6+5 after them ("December 4 (late)")."""
     from selfevolve.questions.arith import longer_forms
 
     rates = form_pass_rates(questions, min_samples)
     longer = {g for f in _hardest_solved(rates, band[0]) for g in longer_forms(f)}
-    reachable = {g for g in longer if rates.get(g, 1.0) > 0}
+    unsolved = [f for f, p in rates.items() if p == 0]
+    reachable = {g for g in longer if not any(_no_easier(g, f) for f in unsolved)}
     return sorted(reachable or longer)
+
+
+def _no_easier(form: str, than: str) -> bool:
+    """Whether arith form ``form`` has the operator and operand count of ``than`` and every operand
+    at least as long (``"6+4"`` than ``"6+3"``: True; ``"5+4"`` than ``"6+3"``: False)."""
+    from selfevolve.questions.arith import parse_form
+
+    (op, digits), (op2, digits2) = parse_form(form), parse_form(than)
+    return op == op2 and len(digits) == len(digits2) and all(a >= b for a, b in zip(digits, digits2))
 
 
 def reference_items(rng: random.Random, pool: list[Question], k: int, band: tuple[float, float], boost: float,

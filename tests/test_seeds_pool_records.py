@@ -250,6 +250,10 @@ def test_a_longer_form_measured_at_zero_leaves_the_next_rung_while_another_is_no
     assert next_rung_forms(at_zero, band) == ["4+4", "5+3", "6+2"]
     drawn = next_rung_questions(random.Random(3), edge + _measured("6+2", 5, 0.0, "d"), band, 200, "c3-next")
     assert {q.form for q in drawn} == {"4+4", "5+3"}
+    # a form no easier than one at zero (every operand at least as long) is left out before it is measured
+    assert next_rung_forms(edge + _measured("6+1", 5, 0.0, "g"), band) == ["4+4", "5+3"]
+    assert next_rung_forms(edge + _measured("5+1", 5, 0.0, "g"), band) == ["4+4"]
+    assert next_rung_forms(edge + _measured("2+1+1", 5, 0.0, "g") + _measured("3-1", 5, 0.0, "h"), band) == ["4+4", "5+3", "6+2"]
 
 
 def test_next_rung_questions_join_the_solve_set_and_then_the_pool_with_their_pass_rates(tmp_path):
