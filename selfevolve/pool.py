@@ -178,10 +178,14 @@ def next_rung_forms(questions: list[Question], band: tuple[float, float], min_sa
 
 def _no_easier(form: str, than: str) -> bool:
     """Whether arith form ``form`` has the operator and operand count of ``than`` and every operand
-    at least as long (``"6+4"`` than ``"6+3"``: True; ``"5+4"`` than ``"6+3"``: False)."""
+    at least as long (``"6+4"`` than ``"6+3"``: True; ``"5+4"`` than ``"6+3"``: False; False when
+    either is not an arith form)."""
     from selfevolve.questions.arith import parse_form
 
-    (op, digits), (op2, digits2) = parse_form(form), parse_form(than)
+    try:
+        (op, digits), (op2, digits2) = parse_form(form), parse_form(than)
+    except ValueError:
+        return False
     return op == op2 and len(digits) == len(digits2) and all(a >= b for a, b in zip(digits, digits2))
 
 

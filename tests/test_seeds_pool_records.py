@@ -254,6 +254,10 @@ def test_a_longer_form_measured_at_zero_leaves_the_next_rung_while_another_is_no
     assert next_rung_forms(edge + _measured("6+1", 5, 0.0, "g"), band) == ["4+4", "5+3"]
     assert next_rung_forms(edge + _measured("5+1", 5, 0.0, "g"), band) == ["4+4"]
     assert next_rung_forms(edge + _measured("2+1+1", 5, 0.0, "g") + _measured("3-1", 5, 0.0, "h"), band) == ["4+4", "5+3", "6+2"]
+    other = _measured("3+1", 5, 0.0, "k")
+    for q in other:
+        q.form = "not-a-form"  # a form of another seed set
+    assert next_rung_forms(edge + other, band) == ["4+4", "5+3", "6+2"]
 
 
 def test_next_rung_questions_join_the_solve_set_and_then_the_pool_with_their_pass_rates(tmp_path):
