@@ -167,26 +167,13 @@ def next_rung_forms(questions: list[Question], band: tuple[float, float], min_sa
     4+5, 5+4, 3+6, 6+3, the rung its Challenger did not reach by itself (docs/measurements.md,
     "December 4 (evening)"); 3+6 and 6+3 were answered right in 0 of ~1,600 samples in every seed
     and cycle ("December 4 (night)"), and 6+4, 4+6, 6+5 after them ("December 4 (late)")."""
-    from selfevolve.questions.arith import longer_forms
+    from selfevolve.questions.arith import longer_forms, no_easier
 
     rates = form_pass_rates(questions, min_samples)
     longer = {g for f in _hardest_solved(rates, band[0]) for g in longer_forms(f)}
     unsolved = [f for f, p in rates.items() if p == 0]
-    reachable = {g for g in longer if not any(_no_easier(g, f) for f in unsolved)}
+    reachable = {g for g in longer if not any(no_easier(g, f) for f in unsolved)}
     return sorted(reachable or longer)
-
-
-def _no_easier(form: str, than: str) -> bool:
-    """Whether arith form ``form`` has the operator and operand count of ``than`` and every operand
-    at least as long (``"6+4"`` than ``"6+3"``: True; ``"5+4"`` than ``"6+3"``: False; False when
-    either is not an arith form)."""
-    from selfevolve.questions.arith import parse_form
-
-    try:
-        (op, digits), (op2, digits2) = parse_form(form), parse_form(than)
-    except ValueError:
-        return False
-    return op == op2 and len(digits) == len(digits2) and all(a >= b for a, b in zip(digits, digits2))
 
 
 def reference_items(rng: random.Random, pool: list[Question], k: int, band: tuple[float, float], boost: float,

@@ -227,6 +227,8 @@ def test_questions_one_rung_past_the_edge_are_fresh_questions_of_the_longer_form
     new questions of those forms with exact answers and their own source, never a pool question."""
     assert arith.longer_forms("4+4") == ["5+4", "4+5"] and arith.longer_forms("3*1") == ["4*1"]
     assert arith.longer_forms("2+2+1") == ["3+2+1", "2+3+1", "2+2+2"]
+    assert arith.no_easier("6+4", "6+3") and arith.no_easier("6+3", "6+3") and not arith.no_easier("5+4", "6+3")
+    assert not arith.no_easier("6+3+1", "6+3") and not arith.no_easier("6*1", "6+1") and not arith.no_easier("not-a-form", "6+3")
     pool = _measured("3+3", 200, 1.0, "a") + _measured("5+2", 100, 1.0, "b") + _measured("4+3", 10, 0.3, "c")
     band = (0.05, 0.8)
     assert next_rung_forms(pool, band) == ["4+4", "5+3", "6+2"]
