@@ -81,8 +81,8 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
     per phase."""
     import torch
 
-    from selfevolve.training.loop import MICRO_BATCH_ROWS, autocast, micro_batches
-    from selfevolve.training.batches import encode_rows, token_logprobs
+    from selfevolve.training.loop import MICRO_BATCH_ROWS, autocast, completion_nll, micro_batches
+    from selfevolve.training.batches import encode_rows
 
     rows_per_part = MICRO_BATCH_ROWS if micro_batch_rows is None else micro_batch_rows
     rng = random.Random(0)
@@ -101,14 +101,14 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
         t0 = time.perf_counter()
         encoded = [cache[r.id] for r in batch] if pretokenised else encode_rows(tok, batch, max_length)
         parts = micro_batches(tok, encoded, rows_per_part)
-        n_tokens = sum(float(cmask.sum()) for _, _, cmask in parts)
+        n_tokens = sum(float(cmask.sum()) for _, _, cmask, _ in parts)
         times["tokenise"] += time.perf_counter() - t0
         opt.zero_grad()
         loss = 0.0
-        for ids, attn, cmask in parts:
+        for ids, attn, cmask, prefix_len in parts:
             t1 = time.perf_counter()
             with autocast(precision):
-                part_loss = -(token_logprobs(model, ids, attn, 1.0) * cmask).sum() / n_tokens
+                part_loss = completion_nll(model, ids, attn, cmask, prefix_len) / n_tokens
             t2 = time.perf_counter()
             part_loss.backward()
             times["forward"] += t2 - t1

@@ -320,3 +320,59 @@ def test_length_sorted_micro_batches_give_the_padded_batch_gradient_on_fewer_pos
     longest = len(encoded[-1][0])
     micro_positions = sum(max(len(ids) for ids, _ in encoded[i:i + 4]) * 4 for i in range(0, 12, 4))
     assert micro_positions < 0.8 * longest * 12
+
+
+def test_shared_prompt_prefix_runs_once_with_the_plain_gradient(tiny_model_dir):
+    """``training.loop.micro_batches`` / ``completion_nll``: a batch mixing roles whose prompts share a
+    long instruction within each role (as SmolLM2's chat template and role prompts do) is cut per
+    role; each role's prefix runs once at batch 1 and the rest of each row on its repeated key/value
+    cache. The loss and every parameter's gradient equal the plain padded batch's (float32), with far
+    fewer positions run. Rows sharing less than ``SHARED_PREFIX_MIN_TOKENS`` (the embedded model's,
+    two labels of one question among them) keep the plain length-sorted cut."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfevolve.training import loop
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    solve = "Solve the problem step by step, think inside think tags and answer inside answer tags. " * 3
+    plan = "Write a short numbered plan for the problem inside plan tags and do not solve it. " * 3
+
+    def row(i, prompt, completion):
+        return Rollout(id=f"r{i}", role="solver", group="g", question_id="q", prompt=prompt, completion=completion, reward=1.0)
+
+    rows = ([row(i, solve + f"Compute {i} + {'7' * (1 + i)}.", "<think>" + "1 + 2 = 3 " * (i % 3) + f"</think><answer>{i}</answer>")
+             for i in range(10)] + [row(10 + i, plan + f"Compute {i} + 5.", "<plan>1. add</plan>") for i in range(3)]
+            + [row(20, "Rate it.", "<score>7</score>"), row(21, "Write a problem.", "<question>Compute 1 + 2.</question>")])
+    encoded = batches.encode_rows(tok, rows, 1024)
+    parts = loop.micro_batches(tok, encoded)
+    assert sorted(ids.shape[0] for ids, *_ in parts) == [2, 3, 10]
+    assert sorted(p >= loop.SHARED_PREFIX_MIN_TOKENS for ids, *_, p in parts if ids.shape[0] > 2) == [True, True]
+    grads, positions = {}, {}
+    for way in ("padded", "shared"):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        model.zero_grad()
+        seen = []
+        model.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].numel()), with_kwargs=True)
+        if way == "padded":
+            loss = loop.sft_loss(model, tok, rows, 1024)
+            loss.backward()
+            loss = float(loss.detach())
+        else:
+            loss = loop.sft_backward(model, tok, rows, 1024)
+        grads[way], positions[way] = (loss, {n: p.grad.clone() for n, p in model.named_parameters()}), sum(seen)
+    assert grads["shared"][0] == pytest.approx(grads["padded"][0], rel=1e-5)
+    for name, g in grads["padded"][1].items():
+        assert torch.allclose(grads["shared"][1][name], g, atol=1e-6, rtol=1e-4), name
+    assert positions["shared"] < 0.5 * positions["padded"]
+    # short instructions, and two labels of one question, keep the plain cut (and the plain numerics)
+    short = [row(i, f"Compute {i} + {7 * i}. " + "Solve it. " * 12, f"<answer>{8 * i}</answer>") for i in range(31)]
+    short.append(row(40, short[3].prompt, "<answer>24</answer>"))
+    enc = batches.encode_rows(tok, short, 1024)
+    assert any(len(g) == 2 for g in [[e for e in enc if e[0][:40] == f[0][:40]] for f in enc])
+    cut = [(ids.tolist(), p) for ids, _, _, p in loop.micro_batches(tok, enc)]
+    plain = sorted(enc, key=lambda e: len(e[0]))
+    assert [len(ids) for ids, _ in cut] == [16, 16] and all(p < loop.SHARED_PREFIX_MIN_TOKENS for _, p in cut)
+    flat = [r for ids, _ in cut for r in ids]
+    assert len(flat) == len(plain) and all(r[:len(e[0])] == e[0] for r, e in zip(flat, plain))

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from selfevolve.backends.base import Backend, Completion, Messages, SamplingConfig, TextCallback, TokenLogprobs
-from selfevolve.backends.rows import RowStreamer, finish_row
+from selfevolve.backends.rows import RowStreamer, common_prefix_length, finish_row
 from selfevolve import runtime_env
 
 logger = logging.getLogger(__name__)
@@ -478,15 +478,13 @@ class HFBackend(Backend):
         caller's ``inference_mode``."""
         if not self.prefix_cache or not prompts:
             return [], None
-        first, n = prompts[0], min(len(p) for p in prompts) - 1
-        for p in prompts[1:]:
-            n = next((j for j in range(n) if p[j] != first[j]), n)
+        n = common_prefix_length(prompts)
         if n < _MIN_PREFIX:
             return [], None
         import torch
         from transformers import Cache
 
-        ids = first[:n]
+        ids = prompts[0][:n]
         out = self.model(input_ids=torch.tensor([ids], dtype=torch.long, device=device), use_cache=True)
         cache = out["cache"] if "cache" in out else getattr(out, "past_key_values", None)  # ``cache`` since transformers 5
         if not isinstance(cache, Cache):

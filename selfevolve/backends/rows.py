@@ -1,10 +1,22 @@
-"""Rows of generated token ids to text: where a row stops, how many tokens it used, and its text
-handed out while it is generated. Backend-independent (no torch): ``finish_row`` for one row after
-generation, ``RowStreamer`` for transformers' ``generate(streamer=...)`` hook."""
+"""Rows of token ids: the prefix they share (``common_prefix_length``, computed once by generation's
+prefix cache and by training), and generated rows to text: where a row stops, how many tokens it
+used, and its text handed out while it is generated. Backend-independent (no torch): ``finish_row``
+for one row after generation, ``RowStreamer`` for transformers' ``generate(streamer=...)`` hook."""
 
 from __future__ import annotations
 
 from selfevolve.backends.base import TextCallback
+
+
+def common_prefix_length(rows: list[list[int]]) -> int:
+    """How many leading ids every row of ``rows`` has in common, leaving each row at least one id of
+    its own (a forward on top of a cached prefix needs one new input per row); 0 for no rows."""
+    if not rows:
+        return 0
+    first, n = rows[0], min(len(r) for r in rows) - 1
+    for r in rows[1:]:
+        n = next((j for j in range(n) if r[j] != first[j]), n)
+    return max(0, n)
 
 
 def finish_row(gen_ids: list[int], *, limit: int, eos_ids: set[int], pad_id: int | None,

@@ -13,6 +13,7 @@ import contextlib
 import random
 from typing import Callable, Sequence
 
+from selfevolve.backends.rows import common_prefix_length
 from selfevolve.records import Rollout
 from selfevolve.training.batches import build_batch, encode_rows, pad_batch, token_logprobs
 
@@ -33,13 +34,96 @@ length-sorted micro-batches of 32 rows 356 ms, of 16 rows 346 ms, of 8 rows 410 
 def micro_batches(tokenizer, encoded: Sequence[tuple[list[int], list[int]]], micro_batch_rows: int = MICRO_BATCH_ROWS) -> list:
     """``encoded`` rows (``training.batches.encode_rows``) sorted by length and cut into
     ``round(len / micro_batch_rows)`` (at least one) micro-batches of near-equal row counts, each
-    padded to its own longest row (``training.batches.pad_batch``: ``(input_ids, attention_mask,
-    completion_mask)``); ``micro_batch_rows`` 0 gives the one padded batch, unsorted."""
+    padded to its own longest row: ``(input_ids, attention_mask, completion_mask, shared prefix
+    length)`` (``training.batches.pad_batch``, :func:`shared_prefix_length`); ``micro_batch_rows`` 0
+    gives the one padded batch, unsorted.
+
+    When some rows fall into groups that share a long prompt prefix (a role's instruction: the first
+    :data:`SHARED_PREFIX_MIN_TOKENS` tokens the same), and cutting each such group on its own and the
+    other rows together leaves at most ``1 - PREFIX_GROUPING_MIN_SAVING`` of the positions the plain
+    cut runs (each shared prefix counted once, :func:`completion_nll`), that cut is taken instead."""
     if micro_batch_rows <= 0:
-        return [pad_batch(tokenizer, encoded)]
+        parts = [list(encoded)]
+    else:
+        parts = _length_cut(encoded, micro_batch_rows)
+        groups: dict[tuple, list] = {}
+        for e in encoded:
+            groups.setdefault(tuple(e[0][:SHARED_PREFIX_MIN_TOKENS]), []).append(e)
+        shared = [g for g in groups.values() if len(g) > 1 and len(g[0][0]) > SHARED_PREFIX_MIN_TOKENS]
+        rest = [e for g in groups.values() if not (len(g) > 1 and len(g[0][0]) > SHARED_PREFIX_MIN_TOKENS) for e in g]
+        if shared:
+            grouped = [part for g in shared + ([rest] if rest else []) for part in _length_cut(g, micro_batch_rows)]
+            if _positions(grouped) <= (1 - PREFIX_GROUPING_MIN_SAVING) * _positions(parts):
+                parts = grouped
+    return [(*pad_batch(tokenizer, part), shared_prefix_length(part)) for part in parts]
+
+
+PREFIX_GROUPING_MIN_SAVING = 0.2
+"""Share of the positions a prefix-grouped cut must save for :func:`micro_batches` to take it. The
+embedded model's batches save under 5 % (two labels of one question now and then), so they keep the
+plain cut and the numerics of its measured campaigns; SmolLM2's train_rl batch (14 Solver rows
+sharing a 52-token instruction, 2 of other roles) saves about half."""
+
+
+def _length_cut(encoded: Sequence, micro_batch_rows: int) -> list[list]:
     ordered = sorted(encoded, key=lambda e: len(e[0]))
     k = max(1, round(len(ordered) / micro_batch_rows))
-    return [pad_batch(tokenizer, ordered[i * len(ordered) // k:(i + 1) * len(ordered) // k]) for i in range(k)]
+    return [ordered[i * len(ordered) // k:(i + 1) * len(ordered) // k] for i in range(k)]
+
+
+def _positions(parts: list[list]) -> int:
+    """Positions the model runs for ``parts`` (padded; a shared prefix long enough counted once)."""
+    total = 0
+    for part in parts:
+        T, P = max(len(ids) for ids, _ in part), shared_prefix_length(part)
+        total += P + len(part) * (T - P) if P >= SHARED_PREFIX_MIN_TOKENS and len(part) > 1 else len(part) * T
+    return total
+
+
+SHARED_PREFIX_MIN_TOKENS = 40
+"""Shortest prompt prefix shared by every row of a micro-batch that :func:`sft_backward` runs once
+instead of once per row. SmolLM2's Solver rows share 52 tokens (its chat template's system turn and
+the Solver's instruction) of ~95; the embedded model's share at most 27, so its training keeps the
+plain path and the numerics of its measured campaigns."""
+
+
+def shared_prefix_length(encoded: Sequence[tuple[list[int], list[int]]]) -> int:
+    """How many leading tokens every row of ``encoded`` (``training.batches.encode_rows``) has in
+    common, none of them nor the token after them a completion token (their logits carry no loss)
+    and each row keeping at least one token of its own; 0 for fewer than two rows."""
+    if len(encoded) < 2:
+        return 0
+    n = common_prefix_length([ids for ids, _ in encoded])
+    for _, flags in encoded:
+        n = min(n, (flags.index(1) if 1 in flags else len(flags)) - 1)
+    return max(0, n)
+
+
+def completion_nll(model, ids, attn, cmask, prefix_len: int = 0):
+    """Summed negative log-likelihood of the completion tokens of one padded micro-batch
+    (``input_ids``, ``attention_mask`` [B, T], ``completion_mask`` [B, T-1]: ``pad_batch``).
+
+    With ``prefix_len`` P >= :data:`SHARED_PREFIX_MIN_TOKENS` (the rows' first P tokens are the same
+    prompt tokens: :func:`shared_prefix_length`), the prefix runs once at batch 1 with the model's
+    key/value cache, the cache is repeated to the B rows and only the T - P remaining positions of
+    each row run on top of it. The forward values are the per-row ones (the prefix's hidden states do
+    not depend on what follows it) and the backward sums the B rows' gradients through the repeated
+    cache into the one prefix pass, so the gradient is the plain forward's (a test compares every
+    parameter's), at (P + B (T - P)) / (B T) of the positions. Models that return no
+    ``transformers.Cache`` take the plain path."""
+    import torch
+
+    if prefix_len >= SHARED_PREFIX_MIN_TOKENS and ids.shape[0] > 1:
+        from transformers import Cache
+
+        out = model(input_ids=ids[:1, :prefix_len], use_cache=True)
+        cache = out["cache"] if "cache" in out else getattr(out, "past_key_values", None)  # ``cache`` since transformers 5
+        if isinstance(cache, Cache):
+            cache.batch_repeat_interleave(ids.shape[0])
+            logits = model(input_ids=ids[:, prefix_len:], attention_mask=attn, cache=cache).logits[:, :-1].float()
+            logp = torch.gather(torch.log_softmax(logits, -1), 2, ids[:, prefix_len + 1:, None]).squeeze(-1)
+            return -(logp * cmask[:, prefix_len:]).sum()
+    return -(token_logprobs(model, ids, attn, 1.0) * cmask).sum()
 
 
 def sft_backward(model, tokenizer, rows: Sequence[Rollout], max_length: int, precision: str = "float32",
@@ -51,13 +135,14 @@ def sft_backward(model, tokenizer, rows: Sequence[Rollout], max_length: int, pre
     each padded only to its own longest row; each micro-batch's summed token loss is divided by the
     whole batch's completion-token count, so the gradient is the one padded batch's (the same rows,
     the same weights; only the floating-point summation order differs). A third of a padded batch of
-    arith transcripts is padding; sorted micro-batches skip most of it."""
+    arith transcripts is padding; sorted micro-batches skip most of it. A prompt prefix every row of
+    a micro-batch shares runs once (:func:`completion_nll`)."""
     parts = micro_batches(tokenizer, encode_rows(tokenizer, list(rows), max_length), micro_batch_rows)
-    n_tokens = max(1.0, sum(float(cmask.sum()) for _, _, cmask in parts))
+    n_tokens = max(1.0, sum(float(cmask.sum()) for _, _, cmask, _ in parts))
     total = 0.0
-    for ids, attn, cmask in parts:
+    for ids, attn, cmask, prefix_len in parts:
         with autocast(precision):
-            loss = -(token_logprobs(model, ids, attn, 1.0) * cmask).sum() / n_tokens
+            loss = completion_nll(model, ids, attn, cmask, prefix_len) / n_tokens
         loss.backward()
         total += float(loss.detach())
     return total
