@@ -29,12 +29,8 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
-def _list_as_tuple(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
 #: A pair written as a YAML list (strict mode alone takes only a tuple).
-Pair = Annotated[tuple[float, float], BeforeValidator(_list_as_tuple)]
+Pair = Annotated[tuple[float, float], BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)]
 
 
 class LoraParams(_Section):
@@ -223,6 +219,7 @@ class RLParams(_Section):
 
     algorithm: Literal["expert_iteration", "reinforce_pp", "grpo"] = "expert_iteration"
     steps: int = Field(300, ge=0)
+    label_epochs: float = Field(0.0, ge=0.0, description="expert_iteration: at least this many passes over the labels (more steps when they grow)")
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(2e-4, gt=0, le=1.0)
     warmup_steps: int = Field(30, ge=0, description="linear learning-rate warm-up of the fresh optimizer")

@@ -9,7 +9,7 @@ from selfevolve.config import Params
 from selfevolve.training.config import TrainConfig
 from selfevolve.records import Attempt, MathSpec, Question, Rollout, Verdict
 from selfevolve.stages.train import retention_labels, self_labels
-from selfevolve.training.expert_iteration import batch_plan, train_expert_iteration
+from selfevolve.training.expert_iteration import batch_plan, train_expert_iteration, training_steps
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -158,6 +158,21 @@ def test_batch_plan_shares_and_fallbacks():
     assert batch_plan(10, False, False, True, 0.5, 0.1) == (0, 0, 10)
     with pytest.raises(ValueError, match="nothing to train on"):
         batch_plan(8, False, False, False, 0.5, 0.1)
+
+
+def test_label_epochs_lengthen_a_run_whose_labels_grew(tiny_model_dir, tmp_path):
+    """``rl.label_epochs``: the run takes enough steps to pass over every self-label that many times
+    at the batch's label rows, never fewer than ``rl.steps``; 0 leaves ``rl.steps`` as given."""
+    assert training_steps(40, 0.0, 239, 14) == 40
+    assert training_steps(40, 6.0, 74, 14) == 40                 # 32 needed: rl.steps stands
+    assert training_steps(40, 6.0, 239, 14) == 103               # ceil(6 * 239 / 14)
+    assert training_steps(40, 6.0, 0, 0) == 40
+    labels = [_row(i, f"Compute {i} + {i}.", f"<answer>{2 * i}</answer>") for i in range(9)]
+    params = Params()
+    params.rl.steps, params.rl.batch_size, params.rl.label_epochs, params.rl.warmup_steps, params.rl.decay_steps = 2, 4, 2.0, 1, 1
+    params.model.train_precision = "float32"
+    summary = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: [1], TrainConfig.from_params(params), tmp_path / "out")
+    assert summary["steps"] == len(summary["loss_curve"]) == 5    # ceil(2 * 9 / 4)
 
 
 def _row(i: int, prompt: str, completion: str) -> Rollout:
