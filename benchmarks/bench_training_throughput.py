@@ -28,6 +28,7 @@ for Neural Language Models", section 2.1). Prints every figure and the ratios in
 
     .venv/bin/python benchmarks/bench_training_throughput.py                 # 60 steps each, 1 thread
     .venv/bin/python benchmarks/bench_training_throughput.py --steps 200 --threads 2
+    .venv/bin/python benchmarks/bench_training_throughput.py --pretrained DIR   # a pretrained model's train_rl step
 """
 
 from __future__ import annotations
@@ -75,13 +76,14 @@ def training_flops(model, padded_positions: int, seq_len: float) -> float:
 
 
 def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precision: str, max_length: int,
-               pretokenised: bool = False, micro_batch_rows: int | None = None) -> dict:
+               pretokenised: bool = False, micro_batch_rows: int | None = None, share_prefix: bool = True) -> dict:
     """``steps`` steps of the library's training step (``training.loop.sft_backward``: length-sorted
-    micro-batches of ``micro_batch_rows``, the library's by default; 0 = one padded batch), timed
-    per phase."""
+    micro-batches of ``micro_batch_rows``, the library's by default; 0 = one padded batch; a prompt
+    prefix the rows of a micro-batch share run once unless ``share_prefix`` is False), timed per
+    phase."""
     import torch
 
-    from selfevolve.training.loop import MICRO_BATCH_ROWS, autocast, completion_nll, micro_batches
+    from selfevolve.training.loop import MICRO_BATCH_ROWS, SHARED_PREFIX_MIN_TOKENS, autocast, completion_nll, micro_batches
     from selfevolve.training.batches import encode_rows
 
     rows_per_part = MICRO_BATCH_ROWS if micro_batch_rows is None else micro_batch_rows
@@ -100,7 +102,7 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
         batch = rng.sample(rows, batch_size)
         t0 = time.perf_counter()
         encoded = [cache[r.id] for r in batch] if pretokenised else encode_rows(tok, batch, max_length)
-        parts = micro_batches(tok, encoded, rows_per_part)
+        parts = micro_batches(tok, encoded, rows_per_part, share_prefix)
         n_tokens = sum(float(cmask.sum()) for _, _, cmask, _ in parts)
         times["tokenise"] += time.perf_counter() - t0
         opt.zero_grad()
@@ -115,7 +117,8 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
             times["backward"] += time.perf_counter() - t2
             loss += float(part_loss.detach())
             real += int(attn.sum())
-            padded += attn.numel()
+            shared = prefix_len >= SHARED_PREFIX_MIN_TOKENS and attn.shape[0] > 1   # the prefix ran once
+            padded += prefix_len + attn.shape[0] * (attn.shape[1] - prefix_len) if shared else attn.numel()
             longest.append(attn.shape[1])
         t3 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -156,6 +159,50 @@ def trl_run(model_dir: Path, rows, steps: int, batch_size: int, lr: float, preci
     return {"seconds": seconds, "real_tokens": round(sum(lengths) / len(lengths) * batch_size * steps), "final_loss": result.training_loss}
 
 
+def pretrained_prefix(model_dir: Path, steps: int, threads: int) -> int:
+    """The SmolLM2 arith preset's train_rl batch (16 rows: 14 Solver labels of random 3-digit sums, a
+    Challenger and a Planner row; ``rl.batch_size`` 16, lr 2e-5) through the library's step with a
+    shared prompt prefix run once (``training.loop.completion_nll``) and with the plain length cut:
+    seconds per step, positions run, and the final loss of each (the same gradient)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfevolve.records import Rollout
+    from selfevolve.roles import templates
+    from selfevolve.training.loop import resolve_precision
+    from selfevolve.training.rl import training_attention
+
+    torch.set_num_threads(threads)
+    rng = random.Random(0)
+    rows = []
+    for i in range(14):
+        a, b = rng.randrange(100, 1000), rng.randrange(100, 1000)
+        rows.append(Rollout(id=f"s{i}", role="solver", group=f"s{i}", question_id=f"q{i}", reward=1.0,
+                            prompt=templates.render("solver", domain="math", question=f"Compute {a} + {b}.", plan=""),
+                            completion=f"<think>{a} + {b} = {a + b}</think><answer>{a + b}</answer>"))
+    for role in ("challenger", "planner"):
+        ex = templates.worked_examples(role, "math", "arith")
+        rows.append(Rollout(id=role, role=role, group=role, question_id="", prompt=ex[0]["content"], completion=ex[1]["content"],
+                            reward=1.0))
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    precision = resolve_precision("auto")
+
+    def fresh():
+        return training_attention(AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32))
+
+    common = dict(steps=steps, batch_size=len(rows), lr=2e-5, precision=precision, max_length=1024)
+    print(f"{model_dir}: batch {len(rows)} (14 Solver rows, 2 of other roles), {steps} steps, {precision}, {threads} thread(s)")
+    fit_phases(fresh(), tok, rows, **(common | {"steps": 1}))  # warm-up
+    runs = {}
+    for name, share in (("shared prefix run once", True), ("plain length cut", False)):
+        runs[name] = r = fit_phases(fresh(), tok, rows, share_prefix=share, **common)
+        print(f"  {name:24s} {r['seconds'] / steps:6.2f} s/step, {r['padded_positions'] // steps:5d} positions a step, "
+              f"loss {r['final_loss']:.4f}")
+    ratio = runs["plain length cut"]["seconds"] / runs["shared prefix run once"]["seconds"]
+    print(f"\nratio (> 1: the first is slower)\n  {'plain length cut / shared prefix':40s} {ratio:.2f}x")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="params file whose bootstrap section sizes the model")
@@ -163,7 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--transcripts", type=int, default=4000, help="transcripts to draw batches from")
     ap.add_argument("--skip-trl", action="store_true", help="leave out the TRL SFTTrainer run")
+    ap.add_argument("--pretrained", type=Path, help="a pretrained model folder (SmolLM2-135M-Instruct as converted by "
+                    "selfevolve.backends.gguf_model): time only its train_rl step on arith role rows, shared prompt prefix "
+                    "run once against the plain cut")
     args = ap.parse_args(argv)
+    if args.pretrained:
+        return pretrained_prefix(args.pretrained, min(args.steps, 10), args.threads)
 
     import torch
 

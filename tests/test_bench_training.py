@@ -29,7 +29,7 @@ def test_pretokenised_steps_train_exactly_as_the_library_step(setup):
     pre = bench.fit_phases(_model(tok), tok, rows, pretokenised=True, **args)
     assert pre["final_loss"] == pytest.approx(plain["final_loss"], rel=1e-6)
     assert (pre["real_tokens"], pre["padded_positions"]) == (plain["real_tokens"], plain["padded_positions"])
-    assert 0 < plain["real_tokens"] <= plain["padded_positions"]
+    assert 0 < plain["real_tokens"] and 0 < plain["padded_positions"]   # a shared prefix runs once: fewer positions than tokens
     assert set(plain["phases"]) == {"tokenise", "forward", "backward", "optimizer"}
 
 
@@ -64,3 +64,20 @@ def test_training_runs_eager_attention_on_the_cpu_same_loss_and_the_saved_model_
     assert "eager" not in (tmp_path / "m" / "config.json").read_text()
     model, _ = load_policy(tmp_path / "m", LoraParams())
     assert model.config._attn_implementation == "eager"
+
+
+def test_a_shared_prompt_prefix_runs_once_same_loss_fewer_positions(setup):
+    """``fit_phases(share_prefix=...)``, what ``--pretrained`` compares: rows whose prompts share a
+    long instruction (a pretrained model's role prompts) train to the same loss with the prefix run
+    once as with the plain length cut, on far fewer positions."""
+    from selfevolve.records import Rollout
+
+    tok, rows = setup
+    shared = "Solve the problem step by step and give the answer at the end. " * 4
+    rows = [Rollout(id=f"s{i}", role="solver", group="g", question_id="q", prompt=shared + r.prompt, completion=r.completion,
+                    reward=1.0) for i, r in enumerate(rows)]
+    args = dict(steps=3, batch_size=8, lr=1e-3, precision="float32", max_length=512)
+    once = bench.fit_phases(_model(tok), tok, rows, **args)
+    plain = bench.fit_phases(_model(tok), tok, rows, share_prefix=False, **args)
+    assert once["final_loss"] == pytest.approx(plain["final_loss"], rel=1e-4)
+    assert once["real_tokens"] == plain["real_tokens"] and once["padded_positions"] < 0.9 * plain["padded_positions"]

@@ -31,12 +31,14 @@ of train_rl, 1 thread, bfloat16 autocast; docs/measurements.md): one padded batc
 length-sorted micro-batches of 32 rows 356 ms, of 16 rows 346 ms, of 8 rows 410 ms."""
 
 
-def micro_batches(tokenizer, encoded: Sequence[tuple[list[int], list[int]]], micro_batch_rows: int = MICRO_BATCH_ROWS) -> list:
+def micro_batches(tokenizer, encoded: Sequence[tuple[list[int], list[int]]], micro_batch_rows: int = MICRO_BATCH_ROWS,
+                  share_prefix: bool = True) -> list:
     """``encoded`` rows (``training.batches.encode_rows``) sorted by length and cut into
     ``round(len / micro_batch_rows)`` (at least one) micro-batches of near-equal row counts, each
     padded to its own longest row: ``(input_ids, attention_mask, completion_mask, shared prefix
     length)`` (``training.batches.pad_batch``, :func:`shared_prefix_length`); ``micro_batch_rows`` 0
-    gives the one padded batch, unsorted.
+    gives the one padded batch, unsorted; ``share_prefix`` False: the plain length cut, prefix length
+    0 (how training ran before shared prefixes; for measuring).
 
     When some rows fall into groups that share a long prompt prefix (a role's instruction: the first
     :data:`SHARED_PREFIX_MIN_TOKENS` tokens the same), and cutting each such group on its own and the
@@ -46,6 +48,8 @@ def micro_batches(tokenizer, encoded: Sequence[tuple[list[int], list[int]]], mic
         parts = [list(encoded)]
     else:
         parts = _length_cut(encoded, micro_batch_rows)
+        if not share_prefix:
+            return [(*pad_batch(tokenizer, part), 0) for part in parts]
         groups: dict[tuple, list] = {}
         for e in encoded:
             groups.setdefault(tuple(e[0][:SHARED_PREFIX_MIN_TOKENS]), []).append(e)
