@@ -83,7 +83,7 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
     phase."""
     import torch
 
-    from selfevolve.training.loop import MICRO_BATCH_ROWS, SHARED_PREFIX_MIN_TOKENS, autocast, completion_nll, micro_batches
+    from selfevolve.training.loop import MICRO_BATCH_ROWS, autocast, completion_nll, micro_batches, positions_run
     from selfevolve.training.batches import encode_rows
 
     rows_per_part = MICRO_BATCH_ROWS if micro_batch_rows is None else micro_batch_rows
@@ -117,8 +117,7 @@ def fit_phases(model, tok, rows, steps: int, batch_size: int, lr: float, precisi
             times["backward"] += time.perf_counter() - t2
             loss += float(part_loss.detach())
             real += int(attn.sum())
-            shared = prefix_len >= SHARED_PREFIX_MIN_TOKENS and attn.shape[0] > 1   # the prefix ran once
-            padded += prefix_len + attn.shape[0] * (attn.shape[1] - prefix_len) if shared else attn.numel()
+            padded += positions_run(attn.shape[0], attn.shape[1], prefix_len)
             longest.append(attn.shape[1])
         t3 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -289,7 +289,6 @@ def longer_forms(form: str) -> list[str]:
     return out
 
 
-
 def no_easier(form: str, than: str) -> bool:
     """Whether ``form`` is at least as hard as ``than`` by operand length: the same operator and
     operand count, every operand at least as long (``"6+4"`` than ``"6+3"``: True; ``"5+4"`` than
@@ -300,6 +299,7 @@ def no_easier(form: str, than: str) -> bool:
     except ValueError:
         return False
     return op == op2 and len(digits) == len(digits2) and all(a >= b for a, b in zip(digits, digits2))
+
 
 def harder_form(form: str, rng: random.Random, max_operands: int = 3) -> str:
     """One step up the ladder from ``form``: a digit more on one operand (usually: one of

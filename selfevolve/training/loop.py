@@ -44,25 +44,31 @@ def micro_batches(tokenizer, encoded: Sequence[tuple[list[int], list[int]]], mic
     :data:`SHARED_PREFIX_MIN_TOKENS` tokens the same), and cutting each such group on its own and the
     other rows together leaves at most ``1 - PREFIX_GROUPING_MIN_SAVING`` of the positions the plain
     cut runs (each shared prefix counted once, :func:`completion_nll`), that cut is taken instead."""
-    if micro_batch_rows <= 0:
-        parts = [list(encoded)]
-    else:
-        parts = _length_cut(encoded, micro_batch_rows)
-        if not share_prefix:
-            return [(*pad_batch(tokenizer, part), 0) for part in parts]
-        groups: dict[tuple, list] = {}
-        for e in encoded:
-            groups.setdefault(tuple(e[0][:SHARED_PREFIX_MIN_TOKENS]), []).append(e)
-        def sharing(group: list) -> bool:
-            return len(group) > 1 and len(group[0][0]) > SHARED_PREFIX_MIN_TOKENS
+    parts = [list(encoded)] if micro_batch_rows <= 0 else _length_cut(encoded, micro_batch_rows)
+    cut = [(part, shared_prefix_length(part) if share_prefix else 0) for part in parts]
+    if micro_batch_rows > 0 and share_prefix:
+        cut = _prefix_grouped(encoded, cut, micro_batch_rows)
+    return [(*pad_batch(tokenizer, part), prefix) for part, prefix in cut]
 
-        shared = [g for g in groups.values() if sharing(g)]
-        rest = [e for g in groups.values() if not sharing(g) for e in g]
-        if shared:
-            grouped = [part for g in shared + ([rest] if rest else []) for part in _length_cut(g, micro_batch_rows)]
-            if _positions(grouped) <= (1 - PREFIX_GROUPING_MIN_SAVING) * _positions(parts):
-                parts = grouped
-    return [(*pad_batch(tokenizer, part), shared_prefix_length(part)) for part in parts]
+
+def _prefix_grouped(encoded: Sequence, cut: list[tuple[list, int]], micro_batch_rows: int) -> list[tuple[list, int]]:
+    """``cut`` ((rows, shared prefix length) per micro-batch), or the rows grouped by their first
+    :data:`SHARED_PREFIX_MIN_TOKENS` tokens and each group cut on its own when that runs at most
+    ``1 - PREFIX_GROUPING_MIN_SAVING`` of ``cut``'s positions (:func:`micro_batches`)."""
+    groups: dict[tuple, list] = {}
+    for e in encoded:
+        groups.setdefault(tuple(e[0][:SHARED_PREFIX_MIN_TOKENS]), []).append(e)
+
+    def sharing(group: list) -> bool:
+        return len(group) > 1 and len(group[0][0]) > SHARED_PREFIX_MIN_TOKENS
+
+    shared = [g for g in groups.values() if sharing(g)]
+    if not shared:
+        return cut
+    rest = [e for g in groups.values() if not sharing(g) for e in g]
+    grouped = [(part, shared_prefix_length(part)) for g in shared + ([rest] if rest else [])
+               for part in _length_cut(g, micro_batch_rows)]
+    return grouped if _positions(grouped) <= (1 - PREFIX_GROUPING_MIN_SAVING) * _positions(cut) else cut
 
 
 PREFIX_GROUPING_MIN_SAVING = 0.2
@@ -79,13 +85,20 @@ def _length_cut(encoded: Sequence, micro_batch_rows: int) -> list[list]:
     return [ordered[i * len(ordered) // k:(i + 1) * len(ordered) // k] for i in range(k)]
 
 
-def _positions(parts: list[list]) -> int:
-    """Positions the model runs for ``parts`` (padded; a shared prefix long enough counted once)."""
-    total = 0
-    for part in parts:
-        T, P = max(len(ids) for ids, _ in part), shared_prefix_length(part)
-        total += P + len(part) * (T - P) if P >= SHARED_PREFIX_MIN_TOKENS and len(part) > 1 else len(part) * T
-    return total
+def _positions(parts: list[tuple[list, int]]) -> int:
+    return sum(positions_run(len(part), max(len(ids) for ids, _ in part), prefix) for part, prefix in parts)
+
+
+def prefix_runs_once(prefix_len: int, rows: int) -> bool:
+    """Whether :func:`completion_nll` runs a micro-batch's shared prefix of ``prefix_len`` tokens once
+    (at least :data:`SHARED_PREFIX_MIN_TOKENS`, and more than one row)."""
+    return prefix_len >= SHARED_PREFIX_MIN_TOKENS and rows > 1
+
+
+def positions_run(rows: int, length: int, prefix_len: int) -> int:
+    """Positions the model runs for a micro-batch of ``rows`` padded to ``length`` tokens: ``P + rows
+    (length - P)`` when its shared prefix of P = ``prefix_len`` tokens runs once, else ``rows x length``."""
+    return prefix_len + rows * (length - prefix_len) if prefix_runs_once(prefix_len, rows) else rows * length
 
 
 SHARED_PREFIX_MIN_TOKENS = 40
@@ -121,7 +134,7 @@ def completion_nll(model, ids, attn, cmask, prefix_len: int = 0):
     ``transformers.Cache`` take the plain path."""
     import torch
 
-    if prefix_len >= SHARED_PREFIX_MIN_TOKENS and ids.shape[0] > 1:
+    if prefix_runs_once(prefix_len, ids.shape[0]):
         from transformers import Cache
 
         out = model(input_ids=ids[:1, :prefix_len], use_cache=True)
