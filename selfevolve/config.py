@@ -99,6 +99,7 @@ class BootstrapParams(_Section):
     focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
     practice_share: float = Field(0.08, ge=0.0, le=0.5, description="arith: share of transcripts that align a sum's operands (no sum)")
     restate_operands: bool = Field(False, description="arith: a worked sum restates its operands as written before the aligned line")
+    replay_questions: int = Field(0, ge=0, description="a pretrained base: seed-pool questions it answers greedily; its verified answers on the forms it masters are the replay (stages.base.mastered_replay)")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "BootstrapParams":

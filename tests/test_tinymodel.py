@@ -335,3 +335,49 @@ def test_the_warm_starts_probe_reports_seed_accuracy_per_form(tmp_path, monkeypa
     assert got["seed_forms"] == {"2+2": 1.0, "3+2": 0.0, "3+3": 1.0} and got["frontier_pass"] == 0.0
     assert got["seed_accuracy"] == pytest.approx(sum(q.form != "3+2" for q in seed) / len(seed))
 
+
+
+def test_a_pretrained_bases_replay_is_its_own_right_answers_on_the_forms_it_masters(tmp_path, monkeypatch):
+    """``mastered_replay``: the base model answers the seed pool greedily; only forms it answers right
+    at ``rl.mastered_accuracy`` or more give rows, and only their right answers in the Solver's
+    format, each a Solver row on the Solver's prompt. A Solver that gets equal-length sums right
+    except every fourth one (0.75 < 0.85) on 2+2, unequal-length ones wrong, and writes one right
+    1+1 answer without its tags: 1+1's other right answers, nothing of 2+2 or 2+1. Off (0): nothing."""
+    import contextlib
+    import re
+
+    from selfevolve.backends.base import Completion
+    from selfevolve.questions import arith
+    from selfevolve.records import write_jsonl
+    from selfevolve.roles.templates import render
+    from selfevolve.stages import base
+    from selfevolve.stages.context import StageContext
+
+    class Solver:
+        def chat(self, conversations, sampling):
+            assert sampling.temperature == 0.0
+            out = []
+            for conv in conversations:
+                a, b = re.findall(r"(\d+) \+ (\d+)", conv[-1]["content"])[-1]
+                total = int(a) + int(b) + (0 if len(a) == len(b) else 1)
+                if len(a) == 2 and int(a) % 4 == 0:
+                    total += 1
+                text = f"<think>{a} + {b} = {total}</think>\n<answer>{total}</answer>"
+                out.append([Completion(text=f"{total}" if (a, b) == first else text) for _ in range(sampling.n)])
+            return out
+
+    pool = arith.generate(24, seed=1, forms=["1+1", "2+1", "2+2"], split="seed", prefix="s")
+    first = tuple(re.findall(r"(\d+) \+ (\d+)", next(q.text for q in pool if q.form == "1+1"))[-1])
+    write_jsonl(tmp_path / "data/cycles/base/pool.jsonl", pool)
+    monkeypatch.setattr(StageContext, "backend", lambda self, model=None: contextlib.nullcontext(Solver()))
+    params = Params.model_validate({"bootstrap": {"replay_questions": 100}, "rl": {"mastered_accuracy": 0.85}})
+    rows, counts = base.mastered_replay(StageContext(params, "base", tmp_path))
+    ones = [q for q in pool if q.form == "1+1"]
+    assert {r.question_id for r in rows} == {q.id for q in ones[1:]}
+    assert counts == {"replay_questions_answered": 24, "replay_forms_mastered": 1, "replay_rows": len(ones) - 1}
+    q = ones[1]
+    row = next(r for r in rows if r.question_id == q.id)
+    assert row.role == "solver" and row.reward == 1.0 and row.detail["source"] == "replay"
+    assert row.prompt == render("solver", question=q.text, domain=q.domain, plan=None)
+    assert row.completion.endswith(f"<answer>{q.spec.answer}</answer>")
+    assert base.mastered_replay(StageContext(Params(), "base", tmp_path)) == ([], {})

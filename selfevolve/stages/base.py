@@ -7,7 +7,7 @@ import json
 
 from selfevolve.questions.seed_sets import load_seed_set
 from selfevolve.records import Question, read_jsonl, write_json, write_jsonl
-from selfevolve.stages.context import EMBEDDED, StageContext
+from selfevolve.stages.context import EMBEDDED, StageContext, log
 
 
 def seeds(ctx: StageContext) -> dict:
@@ -28,7 +28,8 @@ def bootstrap(ctx: StageContext) -> dict:
     (``bootstrap.frontier_k``): a frontier the model never solves, even by sampling, gives the cycles
     nothing to learn from. When ``model.base`` names another model (a hub id or local path from a
     preset), nothing is trained: ``models/base/reference.json`` records which model the campaign
-    starts from, and the replay is empty. A GGUF base (a file, an archive holding one, or a registry
+    starts from, and the replay is the model's own right answers on the forms it masters
+    (:func:`mastered_replay`; empty unless ``bootstrap.replay_questions``). A GGUF base (a file, an archive holding one, or a registry
     package: ``selfevolve.backends.gguf_model``) is converted into ``models/base`` first."""
     from selfevolve.backends.gguf_model import convert, is_gguf_source, locate
     from selfevolve.embedded.warm_start import run_bootstrap
@@ -38,19 +39,66 @@ def bootstrap(ctx: StageContext) -> dict:
     if is_gguf_source(params.model.base):
         info = convert(locate(params.model.base, ctx.root), out)
         (out / "reference.json").write_text(json.dumps({"model": params.model.base, "converted": "gguf", **info}, indent=2))
-        _no_labels_yet(ctx, replay=[])
+        rows, counts = mastered_replay(ctx)
+        _no_labels_yet(ctx, replay=rows)
         numbers = {k: v for k, v in info.items() if isinstance(v, (int, float))}
-        return {"embedded": 0, **numbers, **standing(ctx)}
+        return {"embedded": 0, **numbers, **counts, **standing(ctx)}
     if params.model.base != EMBEDDED:
         out.mkdir(parents=True, exist_ok=True)
         (out / "reference.json").write_text(json.dumps({"model": params.model.base, "backend": params.model.backend}, indent=2))
-        _no_labels_yet(ctx, replay=[])
-        return {"embedded": 0, **standing(ctx)}
+        rows, counts = mastered_replay(ctx)
+        _no_labels_yet(ctx, replay=rows)
+        return {"embedded": 0, **counts, **standing(ctx)}
     summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question), probe=frontier_probe(ctx))
     _no_labels_yet(ctx, replay=rows)
     numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
     kept = next((r for r in summary.get("rounds", []) if r.get("kept")), None)
     return {"embedded": 1, "replay_rows": len(rows), **numbers, **standing(ctx, probed=kept)}
+
+
+def mastered_replay(ctx: StageContext) -> tuple[list, dict]:
+    """The replay of a pretrained base model: its own greedy Solver answers to the first
+    ``bootstrap.replay_questions`` questions of the seed pool, graded by the verifiers; of the forms
+    (``Question.form``) it answers right at least ``rl.mastered_accuracy`` of the time there, every
+    right answer written in the Solver's format (``roles.parsers.well_formed_solver``) becomes a
+    Solver row (source ``replay``), replayed at ``rl.replay_fraction`` of each training batch. An
+    answer the model gave only once asked for it (``roles.forcing``) counts, as in the self-labels.
+
+    Why: a pretrained model has no warm-start transcripts, so nothing protected what it masters.
+    Measured on SmolLM2-135M-Instruct (docs/measurements.md, "Retention of the easy form"): c2's
+    expert iteration on 2-3-digit labels took validation 1+1 from 0.94 to 0.50 and the retention
+    guard refused the cycle. Rehearsal of the model's own outputs on what it already does is the
+    experience replay of continual learning (Rolnick et al. 2019, "Experience Replay for Continual
+    Learning"); greedy answers, because they are what the guard measures.
+
+    Returns ``(rows, counts)``: ``replay_questions_answered``, ``replay_forms_mastered``, ``replay_rows``.
+    Empty rows and no counts when ``bootstrap.replay_questions`` is 0."""
+    from collections import defaultdict
+    from statistics import fmean
+
+    from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
+    from selfevolve.records import Rollout
+    from selfevolve.roles.parsers import well_formed_solver
+    from selfevolve.roles.templates import render
+
+    n = ctx.params.bootstrap.replay_questions
+    if not n:
+        return [], {}
+    questions = [q for q in read_jsonl(ctx.base.pool, Question) if q.form][:n]
+    with ctx.backend(ctx.base_model()) as backend:
+        answered, _ = evaluate_questions(backend, questions, SolveConfig.from_params(ctx.params), k=1, seed=ctx.seed("replay"))
+    by_form: dict[str, list[int]] = defaultdict(list)
+    for q, r in zip(questions, answered):
+        by_form[q.form].append(r["correct"][0])
+    mastered = {f for f, c in by_form.items() if fmean(c) >= ctx.params.rl.mastered_accuracy}
+    rows = [Rollout(id=f"base-replay-{q.id}", role="solver", group=q.id, question_id=q.id,
+                    prompt=render("solver", question=q.text, domain=q.domain, plan=None), completion=r["completions"][0],
+                    reward=1.0, detail={"source": "replay", "cycle": "base", "pass_rate": 1.0, "level": q.level, "form": q.form})
+            for q, r in zip(questions, answered)
+            if q.form in mastered and r["correct"][0] and well_formed_solver(r["completions"][0])]
+    log.info("replay of the base model: %d right answers on the forms it masters (%s) of %d seed questions",
+             len(rows), ", ".join(f"{f} {fmean(by_form[f]):.2f}" for f in sorted(mastered)) or "none", len(questions))
+    return rows, {"replay_questions_answered": len(questions), "replay_forms_mastered": len(mastered), "replay_rows": len(rows)}
 
 
 def _no_labels_yet(ctx: StageContext, replay: list) -> None:

@@ -72,7 +72,7 @@ STAGES: tuple[Stage, ...] = (
           params=("seed", "seeds")),
     Stage("bootstrap", base.bootstrap, False, deps=("base.pool", "base.val"),
           outs=("base.model", "base.replay", "base.self_labels", "base.earlier_labels"),
-          params=("seed", "bootstrap", "seeds", "model", "sampling", "evaluation", "verifiers"), resource="gpu"),
+          params=("seed", "bootstrap", "seeds", "model", "sampling", "evaluation", "verifiers", "rl.mastered_accuracy"), resource="gpu"),
     Stage("evaluate_base", evaluate.evaluate, False, deps=("base.model", "base.heldout"), outs=("base.eval_dir",),
           params=("seed", "evaluation", "verifiers", "model", "sampling", "seeds.set", "seeds.data_dir"), fixed_cycle="base",
           command="evaluate", metrics_name="evaluate", artifacts=("eval_dir",), resource="gpu"),
