@@ -90,6 +90,20 @@ def test_self_labels_are_verified_answers(project):
             assert answer.strip() == q["spec"]["answer"]
 
 
+def test_replay_is_the_base_models_right_answers_on_what_it_masters(project):
+    """The bootstrap stage answered every seed-pool question greedily (``bootstrap.replay_questions``
+    covers the pool here) and replays its right, well-formed answers on the forms it masters."""
+    pool = {q["id"]: q for q in _rows(project / "data/cycles/base/pool.jsonl")}
+    rows = _rows(project / "data/cycles/base/replay.jsonl")
+    record = json.loads((project / "metrics/base/bootstrap.json").read_text())
+    assert record["replay_questions_answered"] == sum(1 for q in pool.values() if q.get("form"))
+    assert record["replay_rows"] == len(rows) and (record["replay_forms_mastered"] > 0 or not rows)
+    for row in rows:
+        q = pool[row["question_id"]]
+        assert row["role"] == "solver" and row["detail"]["source"] == "replay" and parsers.well_formed_solver(row["completion"])
+        assert parsers.parse_solver(row["completion"]).answer.strip() == q["spec"]["answer"]
+
+
 def test_trained_model_loads_and_answers(project):
     """The trained folder loads as the stages load it and answers the held-out sums the way the
     evaluation asks them (worked exchange, greedy, answer forcing): at least one answered, since a
