@@ -29,8 +29,9 @@ def bootstrap(ctx: StageContext) -> dict:
     nothing to learn from. When ``model.base`` names another model (a hub id or local path from a
     preset), nothing is trained: ``models/base/reference.json`` records which model the campaign
     starts from, and the replay is the model's own right answers on the forms it masters
-    (:func:`mastered_replay`; empty unless ``bootstrap.replay_questions``). A GGUF base (a file, an archive holding one, or a registry
-    package: ``selfevolve.backends.gguf_model``) is converted into ``models/base`` first."""
+    (:func:`mastered_replay`; empty unless ``bootstrap.replay_questions``). A GGUF base (a file, an
+    archive holding one, or a registry package: ``selfevolve.backends.gguf_model``) is converted
+    into ``models/base`` first."""
     from selfevolve.backends.gguf_model import convert, is_gguf_source, locate
     from selfevolve.embedded.warm_start import run_bootstrap
 
@@ -61,8 +62,9 @@ def mastered_replay(ctx: StageContext) -> tuple[list, dict]:
     ``bootstrap.replay_questions`` questions of the seed pool, graded by the verifiers; of the forms
     (``Question.form``) it answers right at least ``rl.mastered_accuracy`` of the time there, every
     right answer written in the Solver's format (``roles.parsers.well_formed_solver``) becomes a
-    Solver row (source ``replay``), replayed at ``rl.replay_fraction`` of each training batch. An
-    answer the model gave only once asked for it (``roles.forcing``) counts, as in the self-labels.
+    Solver row (source ``replay``), replayed at ``rl.replay_fraction`` of each training batch (and
+    among ``sft.replay_fraction`` of the SFT chats). An answer the model gave only once asked for
+    it (``roles.forcing``) counts, as in the self-labels.
 
     Why: a pretrained model has no warm-start transcripts, so nothing protected what it masters.
     Measured on SmolLM2-135M-Instruct (docs/measurements.md, "Retention of the easy form"): c2's
@@ -102,8 +104,8 @@ def mastered_replay(ctx: StageContext) -> tuple[list, dict]:
 
 
 def _no_labels_yet(ctx: StageContext, replay: list) -> None:
-    """The base cycle's replay (the warm start's transcripts) and its self-labels and earlier
-    labels, both empty: every cycle reads those of the cycle it starts from."""
+    """The base cycle's replay (the warm start's transcripts, or :func:`mastered_replay`'s rows) and
+    its self-labels and earlier labels, both empty: every cycle reads those of the cycle it starts from."""
     write_jsonl(ctx.base.replay, replay)
     write_jsonl(ctx.base.self_labels, [])
     write_jsonl(ctx.base.earlier_labels, [])
