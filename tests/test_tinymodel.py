@@ -336,7 +336,6 @@ def test_the_warm_starts_probe_reports_seed_accuracy_per_form(tmp_path, monkeypa
     assert got["seed_accuracy"] == pytest.approx(sum(q.form != "3+2" for q in seed) / len(seed))
 
 
-
 def test_a_pretrained_bases_replay_is_its_own_right_answers_on_the_forms_it_masters(tmp_path, monkeypatch):
     """``mastered_replay``: the base model answers the seed pool greedily; only forms it answers right
     at ``rl.mastered_accuracy`` or more give rows, and only their right answers in the Solver's

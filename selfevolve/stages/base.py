@@ -60,9 +60,10 @@ def bootstrap(ctx: StageContext) -> dict:
 def mastered_replay(ctx: StageContext) -> tuple[list, dict]:
     """The replay of a pretrained base model: its own greedy Solver answers to the first
     ``bootstrap.replay_questions`` questions of the seed pool, graded by the verifiers; of the forms
-    (``Question.form``) it answers right at least ``rl.mastered_accuracy`` of the time there, every
-    right answer written in the Solver's format (``roles.parsers.well_formed_solver``) becomes a
-    Solver row (source ``replay``), replayed at ``rl.replay_fraction`` of each training batch (and
+    (``Question.form``) it answers right at least ``rl.mastered_accuracy`` of the time there (the
+    retention guard's test, ``training.rl.retention_flags``), every right answer written in the
+    Solver's format (``roles.parsers.well_formed_solver``) becomes a Solver row (source
+    ``replay``), replayed at ``rl.replay_fraction`` of each training batch (and
     among ``sft.replay_fraction`` of the SFT chats). An answer the model gave only once asked for
     it (``roles.forcing``) counts, as in the self-labels.
 
@@ -75,13 +76,11 @@ def mastered_replay(ctx: StageContext) -> tuple[list, dict]:
 
     Returns ``(rows, counts)``: ``replay_questions_answered``, ``replay_forms_mastered``, ``replay_rows``.
     Empty rows and no counts when ``bootstrap.replay_questions`` is 0."""
-    from collections import defaultdict
-    from statistics import fmean
-
     from selfevolve.evaluation.solve import SolveConfig, evaluate_questions
     from selfevolve.records import Rollout
     from selfevolve.roles.parsers import well_formed_solver
     from selfevolve.roles.templates import render
+    from selfevolve.training.rl import form_accuracy, retention_flags
 
     n = ctx.params.bootstrap.replay_questions
     if not n:
@@ -89,18 +88,18 @@ def mastered_replay(ctx: StageContext) -> tuple[list, dict]:
     questions = [q for q in read_jsonl(ctx.base.pool, Question) if q.form][:n]
     with ctx.backend(ctx.base_model()) as backend:
         answered, _ = evaluate_questions(backend, questions, SolveConfig.from_params(ctx.params), k=1, seed=ctx.seed("replay"))
-    by_form: dict[str, list[int]] = defaultdict(list)
-    for q, r in zip(questions, answered):
-        by_form[q.form].append(r["correct"][0])
-    mastered = {f for f, c in by_form.items() if fmean(c) >= ctx.params.rl.mastered_accuracy}
+    correct, forms = [r["correct"][0] for r in answered], [q.form for q in questions]
+    flags = retention_flags(correct, forms, ctx.params.rl.mastered_accuracy)  # the guard's own "mastered"
     rows = [Rollout(id=f"base-replay-{q.id}", role="solver", group=q.id, question_id=q.id,
                     prompt=render("solver", question=q.text, domain=q.domain, plan=None), completion=r["completions"][0],
                     reward=1.0, detail={"source": "replay", "cycle": "base", "pass_rate": 1.0, "level": q.level, "form": q.form})
-            for q, r in zip(questions, answered)
-            if q.form in mastered and r["correct"][0] and well_formed_solver(r["completions"][0])]
+            for q, r, mastered in zip(questions, answered, flags)
+            if mastered and r["correct"][0] and well_formed_solver(r["completions"][0])]
+    accuracy = form_accuracy(correct, forms)
+    mastered_forms = sorted({q.form for q, m in zip(questions, flags) if m})
     log.info("replay of the base model: %d right answers on the forms it masters (%s) of %d seed questions",
-             len(rows), ", ".join(f"{f} {fmean(by_form[f]):.2f}" for f in sorted(mastered)) or "none", len(questions))
-    return rows, {"replay_questions_answered": len(questions), "replay_forms_mastered": len(mastered), "replay_rows": len(rows)}
+             len(rows), ", ".join(f"{f} {accuracy[f]:.2f}" for f in mastered_forms) or "none", len(questions))
+    return rows, {"replay_questions_answered": len(questions), "replay_forms_mastered": len(mastered_forms), "replay_rows": len(rows)}
 
 
 def _no_labels_yet(ctx: StageContext, replay: list) -> None:
