@@ -245,6 +245,8 @@ class RLParams(_Section):
                                                           "the start masters; significant: only a significant validation gain (select_p)")
     retention_tolerance: float = Field(0.01, ge=0.0, le=1.0, description="progress: validation accuracy on the mastered forms "
                                        "a kept checkpoint may lose against the starting model")
+    retention_slack: int = Field(0, ge=0, description="progress: the mastered forms may also lose this many validation questions when "
+                                 "that is more than retention_tolerance allows (a few mastered questions: 0.04 of 16 is no slip)")
     mastered_accuracy: float = Field(0.9, gt=0.0, le=1.0, description="progress: a form the starting model answers at least "
                                      "this often on validation is mastered (guarded by retention_tolerance); the rest are being moved")
     select_p: float = Field(0.05, gt=0.0, le=1.0, description="significant: a trained model replaces the starting one only if its "

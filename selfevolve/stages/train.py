@@ -240,7 +240,7 @@ def train_sft(ctx: StageContext) -> dict:
     ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
 
     The SFT step is kept only if it does not lower validation accuracy on the questions being moved
-    nor, by more than ``rl.retention_tolerance``, on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
+    nor, by more than ``rl.retention_tolerance`` (or ``rl.retention_slack`` questions), on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
     ``selfevolve.training.rl.progress_kept``): otherwise ``models/<cycle>`` is the RL checkpoint and
     ``sft_kept`` is 0 (the flattened multi-agent chats of the MASS reference were refused here
     every time: they pull the Solver away from its own prompt; docs/measurements.md).
@@ -272,7 +272,7 @@ def train_sft(ctx: StageContext) -> dict:
         retention = retention_flags(before, forms, params.rl.mastered_accuracy)
         metrics.update(sft_val_accuracy_before=sum(before) / max(1, len(before)), sft_val_accuracy_after=sum(after) / max(1, len(after)),
                        sft_val_moving_before=split_accuracy(before, retention)[0], sft_val_moving_after=split_accuracy(after, retention)[0])
-        if not progress_kept(before, after, retention, params.rl.retention_tolerance):
+        if not progress_kept(before, after, retention, params.rl.retention_tolerance, params.rl.retention_slack):
             log.warning("SFT lowered validation accuracy on the questions being moved or the mastered forms: the cycle keeps the RL checkpoint")
             shutil.rmtree(P.model)
             shutil.copytree(P.rl_model, P.model)
