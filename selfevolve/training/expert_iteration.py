@@ -135,7 +135,7 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
                      seed=config.seed, precision=config.train_precision, max_grad_norm=rl.max_grad_norm,
                      desc="train_rl (expert iteration)", on_step=on_step)
     entry = select.check(steps)
-    slipped = slipped_forms(select.curve, select.tolerance)
+    slipped = slipped_forms(select.curve, select.allowance)
     if select.best_step == 0 and slipped:
         log.warning("the retention guard kept the starting model: mastered forms that slipped (start -> trained): %s",
                     ", ".join(f"{f} {a:.3f} -> {b:.3f}" for f, (a, b) in slipped.items()))

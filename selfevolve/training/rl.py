@@ -303,6 +303,7 @@ class CheckpointSelector:
         self.threshold = rl.select_p if rl.select_p >= 1.0 else rl.select_p / k
         self.rule, self.tolerance, self.mastered = rl.selection, rl.retention_tolerance, rl.mastered_accuracy
         self.slack = rl.retention_slack
+        self.allowance = rl.retention_tolerance  # what retention may lose: retention_allowance, once step 0 says how many guard it
         self.forms = list(validate.forms) if isinstance(validate, Validation) else []
         self.retention: list[bool] = []
         self.start: list[int] | None = None
@@ -325,7 +326,7 @@ class CheckpointSelector:
         acc = sum(correct) / len(correct) if correct else 0.0
         if self.start is None:
             self.retention = retention_flags(correct, self.forms, self.mastered)
-            self.tolerance = retention_allowance(self.tolerance, self.slack, sum(self.retention))
+            self.allowance = retention_allowance(self.tolerance, self.slack, sum(self.retention))
         moving, kept = split_accuracy(correct, self.retention)
         extra = {"moving_accuracy": moving, **({"retention_accuracy": kept} if kept is not None else {}),
                  **({"form_accuracy": per_form} if (per_form := form_accuracy(correct, self.forms)) else {})}
@@ -339,7 +340,7 @@ class CheckpointSelector:
             p, _, _ = mcnemar_exact(self.start, correct)
             entry = {"step": step, "accuracy": acc, "p_vs_start": p, **extra}
             if self.rule == "progress":
-                if moving >= self.best_moving and retained(self.start_retention, kept, self.tolerance):
+                if moving >= self.best_moving and retained(self.start_retention, kept, self.allowance):
                     self._keep(step, acc, moving)
             elif acc > self.best_accuracy and p < self.threshold:  # best_accuracy >= step 0's
                 self._keep(step, acc, moving)
