@@ -13,7 +13,6 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := true
 export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
-export OMP_WAIT_POLICY := PASSIVE
 export PREFECT_HOME := $(CURDIR)/.prefect
 # DVC's state and index inside the checkout, by environment: a path in .dvc/config.local would follow a copied
 # or moved checkout and point at the original's folder

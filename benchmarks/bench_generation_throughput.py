@@ -31,15 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Before torch loads OpenMP: idle OpenMP threads sleep instead of spinning. On a 2-core machine shared
-# with other jobs, spinning teams of 2 threads made generation ~10x slower (measured); set
-# OMP_WAIT_POLICY=ACTIVE in the environment to measure the spinning behaviour instead.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from selfevolve.runtime_env import apply_defaults  # noqa: E402
+
+# Before torch loads OpenMP: the stages' environment (offline hubs; OpenMP threads spin ~10 us, then
+# sleep: selfevolve.runtime_env.SPIN_DEFAULT). Set OMP_WAIT_POLICY=PASSIVE (or ACTIVE) to measure another policy.
+apply_defaults()
 
 
 def prompts(n: int, seed: int = 0, worked_examples: bool = False) -> list[list[dict[str, str]]]:
@@ -121,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = tps["batched"] / tps["sequential"]
     n_params = sum(p.numel() for p in backend.model.parameters())
     print(f"model: {model} ({n_params / 1e6:.2f} M parameters), threads: {torch.get_num_threads()}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')}")
     print(f"prompts: {len(convs)} (prompt tokens {min(lens)}-{max(lens)}, mean {sum(lens) / len(lens):.0f}, "
           f"{shared} shared by all), max_new_tokens: {args.max_new_tokens}, greedy, batch_size: {args.batch_size}, "
           f"dtype: {args.dtype}")

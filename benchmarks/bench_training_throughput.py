@@ -41,13 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from selfevolve.runtime_env import apply_defaults  # noqa: E402
+
+apply_defaults()  # before torch loads OpenMP: the stages' environment (offline hubs, the OpenMP spin count)
 
 
 def matmul_peak(dtype, seconds: float = 3.0, n: int = 1024) -> float:

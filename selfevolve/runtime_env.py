@@ -1,12 +1,13 @@
 """Process environment defaults every entry point applies before heavy imports (torch, mlflow):
-no model-hub access, no telemetry, and OpenMP threads that sleep instead of spinning; and what the
-CPU can do fast (:func:`native_bfloat16`), which the ``auto`` precisions read."""
+no model-hub access, no telemetry, and OpenMP threads that spin only briefly before they sleep
+(:data:`SPIN_DEFAULT`); and what the CPU can do fast (:func:`native_bfloat16`), which the ``auto``
+precisions read."""
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import MutableMapping
+from typing import Mapping, MutableMapping
 
 DEFAULTS: dict[str, str] = {
     "HF_HUB_OFFLINE": "1",
@@ -17,8 +18,6 @@ DEFAULTS: dict[str, str] = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DVC_NO_ANALYTICS": "1",
     "TOKENIZERS_PARALLELISM": "false",
-    # torch's OpenMP threads spin while waiting; on 2 shared cores that made generation 10-70x slower.
-    "OMP_WAIT_POLICY": "PASSIVE",
     # Prefect's temporary API server (`make run` without a server) gets 20 s to start by default; on 2
     # busy cores it took longer and the campaign failed before its first stage.
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
@@ -28,9 +27,33 @@ DEFAULTS: dict[str, str] = {
 }
 
 
+SPIN_DEFAULT: dict[str, str] = {"GOMP_SPINCOUNT": "1000"}
+"""How long torch's OpenMP (libgomp) threads spin after a parallel region before they sleep: 1,000
+spins (about 10 us), unless the environment sets ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` itself.
+A training step of the embedded model runs thousands of small kernels, each a parallel region.
+Measured on 2 cores (the warm start's step, 2 threads; docs/measurements.md, "OpenMP threads"):
+
+- alone: 7.0 steps/s at 1,000 spins, 7.1 at libgomp's default (300,000), 4.9 with
+  ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep at once and every kernel waits for them to wake);
+- two such processes on the 2 cores: 3.5 steps/s each at 1,000 spins, 4.1 passive, and 1.2 at the
+  default or 10,000 spins (each process's spinning threads take the cores the other's need: the
+  10-70x slower generation on shared cores that ``PASSIVE`` was set for).
+
+So a campaign alone on the machine runs 1.4x faster than passive, and side by side with another
+it loses 15 % instead of 3.5x. Set ``OMP_WAIT_POLICY=PASSIVE`` where many torch processes share
+few cores (the test suite's workers do)."""
+
+
+def wait_defaults(env: Mapping[str, str]) -> dict[str, str]:
+    """:data:`DEFAULTS`, with :data:`SPIN_DEFAULT` unless ``env`` chooses the OpenMP wait policy
+    itself (``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` set)."""
+    chosen = any(k in env for k in ("OMP_WAIT_POLICY", *SPIN_DEFAULT))
+    return {**DEFAULTS, **({} if chosen else SPIN_DEFAULT)}
+
+
 def apply_defaults(env: MutableMapping[str, str] = os.environ) -> MutableMapping[str, str]:
-    """Set each default in ``env`` unless it is already set; returns ``env``."""
-    for k, v in DEFAULTS.items():
+    """Set each default (:func:`wait_defaults`) in ``env`` unless it is already set; returns ``env``."""
+    for k, v in wait_defaults(env).items():
         env.setdefault(k, v)
     return env
 

@@ -25,8 +25,13 @@ from pathlib import Path
 
 import pytest
 
+import os
+
 from selfevolve.runtime_env import apply_defaults
 
+# The suite runs a test file per core (pytest-xdist): OpenMP threads that spin would take the cores
+# the other worker needs (runtime_env.SPIN_DEFAULT), so its torch threads sleep at once.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 apply_defaults()
 
 ROOT = Path(__file__).resolve().parents[1]

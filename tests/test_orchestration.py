@@ -77,3 +77,23 @@ def test_stop_group_stops_the_grandchildren_too_and_kills_what_ignores_sigterm()
     assert not _alive(grandchild)
     stop_group(proc)  # already gone: a no-op
     stop_group(None)
+
+
+def test_openmp_threads_spin_briefly_unless_the_environment_chooses(monkeypatch):
+    """Every entry point and service process gets libgomp's spin count of 1,000 (threads spin ~10 us,
+    then sleep) unless the environment sets its own wait policy, which is then left alone: a user's
+    OMP_WAIT_POLICY=PASSIVE must not be turned back into spinning by the default spin count."""
+    from selfevolve.orchestration.services import quiet_env
+    from selfevolve.runtime_env import apply_defaults
+
+    assert apply_defaults({})["GOMP_SPINCOUNT"] == "1000"
+    assert "GOMP_SPINCOUNT" not in apply_defaults({"OMP_WAIT_POLICY": "PASSIVE"})
+    assert apply_defaults({"GOMP_SPINCOUNT": "5"})["GOMP_SPINCOUNT"] == "5"
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    code = "import os; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('OMP_WAIT_POLICY'))"
+    out = subprocess.run([sys.executable, "-c", code], env=quiet_env(), capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1000", "None"]
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    out = subprocess.run([sys.executable, "-c", code], env=quiet_env(), capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["None", "PASSIVE"]

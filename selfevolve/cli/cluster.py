@@ -47,7 +47,7 @@ def worker(
     MLFLOW_TRACKING_URI and the DVC remote are reachable from here, and exits 2 naming the one that
     is not. Runs until stopped (Ctrl-C)."""
     from selfevolve.orchestration import services
-    from selfevolve.runtime_env import DEFAULTS
+    from selfevolve.runtime_env import wait_defaults
 
     setup_logging()
     root = root.resolve()
@@ -64,7 +64,7 @@ def worker(
             services.check_dvc_remote(root)
         except services.ServiceUnreachable as exc:
             fail(str(exc))
-    env = {**os.environ, **DEFAULTS, "SELFEVOLVE_ROOT": str(root)}
+    env = {**os.environ, **wait_defaults(os.environ), "SELFEVOLVE_ROOT": str(root)}
     args = services.worker_args(pool, limit or (None if pool == "head" else 1), name)
     typer.echo(f"worker for pool {pool!r} in {root} (Ctrl-C stops it)")
     os.chdir(root)

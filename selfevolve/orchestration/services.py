@@ -98,10 +98,10 @@ def free_port() -> int:
 
 def quiet_env(extra: dict | None = None) -> dict[str, str]:
     """The environment for service processes: analytics/telemetry off, offline hubs, venv on PATH."""
-    from selfevolve.runtime_env import DEFAULTS
+    from selfevolve.runtime_env import wait_defaults
 
     env = dict(os.environ)
-    env.update(DEFAULTS)
+    env.update(wait_defaults(env))
     env.update({"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"})
     env.update(extra or {})
     return env
