@@ -20,7 +20,11 @@ longest (``training.loop.sft_backward``), and runs forward, backward and AdamW i
 - *TRL*: ``trl.SFTTrainer`` (completion-only loss, the same batch size, learning rate and
   precision) for the same number of steps on the same rows;
 - *matmul peak*: square matmuls in float32 and bfloat16 on the same threads: the FLOP/s the CPU
-  reaches when the work is one big kernel.
+  reaches when the work is one big kernel;
+- *passive OpenMP threads* (``--threads`` 2 or more): the library's steps again in a child process
+  with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep as soon as a kernel ends) against this process's
+  policy (``selfevolve.runtime_env.SPIN_DEFAULT``: spin ~10 us, then sleep); libgomp reads the
+  policy when it loads, hence the child.
 
 Achieved FLOP/s = 6 x (matmul parameters) x real tokens / s + attention (12 x layers x hidden x
 T per token, T the padded length), the usual training-FLOP count (Kaplan et al. 2020, "Scaling Laws
@@ -34,7 +38,9 @@ for Neural Language Models", section 2.1). Prints every figure and the ratios in
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import random
 import sys
 import tempfile
@@ -201,6 +207,15 @@ def pretrained_prefix(model_dir: Path, steps: int, threads: int) -> int:
     return 0
 
 
+def passive_fit_seconds(argv: list[str]) -> float:
+    """Seconds of the library's fit steps (the same arguments ``argv``) in a child process whose
+    OpenMP threads sleep as soon as a kernel ends (``OMP_WAIT_POLICY=PASSIVE``, no spin count)."""
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"} | {"OMP_WAIT_POLICY": "PASSIVE"}
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--fit-only", "--skip-trl"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    return float(json.loads(out.strip().splitlines()[-1])["seconds"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="params file whose bootstrap section sizes the model")
@@ -208,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--transcripts", type=int, default=4000, help="transcripts to draw batches from")
     ap.add_argument("--skip-trl", action="store_true", help="leave out the TRL SFTTrainer run")
+    ap.add_argument("--fit-only", action="store_true", help=argparse.SUPPRESS)  # the passive-threads child: fit, as JSON
     ap.add_argument("--pretrained", type=Path, help="a pretrained model folder (SmolLM2-135M-Instruct as converted by "
                     "selfevolve.backends.gguf_model): time only its train_rl step on arith role rows, shared prompt prefix "
                     "run once against the plain cut")
@@ -246,11 +262,14 @@ def main(argv: list[str] | None = None) -> int:
                   max_length=bp.max_position_embeddings)
     print(f"model: {sum(p.numel() for p in fresh().parameters()):,} parameters, batch {bp.batch_size}, {args.steps} steps, "
           f"{precision}, {args.threads} thread(s)")
+    fit_phases(fresh(), tok, rows, **(common | {"steps": min(5, args.steps)}))  # warm-up: kernels, allocator, caches
+    if args.fit_only:
+        print(json.dumps({"seconds": fit_phases(fresh(), tok, rows, **common)["seconds"]}))
+        return 0
     peak32, peak16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
     print(f"matmul peak: float32 {peak32 / 1e9:.1f} GFLOP/s, bfloat16 {peak16 / 1e9:.1f} GFLOP/s")
     peak = peak16 if precision == "bfloat16" else peak32
 
-    fit_phases(fresh(), tok, rows, **(common | {"steps": min(5, args.steps)}))  # warm-up: kernels, allocator, caches
     model = fresh()
     base = fit_phases(model, tok, rows, **common)
     achieved = training_flops(model, base["padded_positions"], base["mean_seq_len"]) / base["seconds"]
@@ -277,7 +296,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nsdpa attention (PyTorch's CPU flash-attention kernels): {sdpa['seconds']:.2f} s, "
           f"backward {sdpa['phases']['backward'] / sdpa['seconds']:.0%} of the step, loss {sdpa['final_loss']:.3f}")
 
-    rows_out = [("one padded batch / fit", padded_batch["seconds"] / base["seconds"]),
+    rows_out = []
+    if args.threads > 1:
+        passive = passive_fit_seconds(argv if argv is not None else sys.argv[1:])
+        policy = os.environ.get("OMP_WAIT_POLICY") or f"spin {os.environ.get('GOMP_SPINCOUNT', 'default')}"
+        print(f"\npassive OpenMP threads (OMP_WAIT_POLICY=PASSIVE, a child process): {passive:.2f} s, "
+              f"{passive / args.steps * 1000:.0f} ms/step; this process: {policy}")
+        rows_out.append((f"passive threads / {policy}", passive / base["seconds"]))
+    rows_out += [("one padded batch / fit", padded_batch["seconds"] / base["seconds"]),
                 ("fit / pre-tokenised", base["seconds"] / pre["seconds"]),
                 (f"sdpa / {fresh().config._attn_implementation} attention (per step)", sdpa["seconds"] / base["seconds"])]
     if not args.skip_trl:

@@ -81,3 +81,23 @@ def test_a_shared_prompt_prefix_runs_once_same_loss_fewer_positions(setup):
     plain = bench.fit_phases(_model(tok), tok, rows, share_prefix=False, **args)
     assert once["final_loss"] == pytest.approx(plain["final_loss"], rel=1e-4)
     assert once["real_tokens"] == plain["real_tokens"] and once["padded_positions"] < 0.9 * plain["padded_positions"]
+
+
+def test_the_passive_threads_variant_runs_the_steps_in_a_child_with_passive_openmp(monkeypatch):
+    """The child gets OMP_WAIT_POLICY=PASSIVE and no spin count (libgomp reads them when it loads),
+    runs the library's steps and reports their seconds."""
+    import subprocess
+
+    seen = {}
+    real_run = subprocess.run
+
+    def run(args, env, **kw):
+        seen.update(env=env, args=args)
+        return real_run(args, env=env, **kw)
+
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    seconds = bench.passive_fit_seconds(["--steps", "1", "--transcripts", "40", "--threads", "2"])
+    assert seconds > 0
+    assert seen["env"]["OMP_WAIT_POLICY"] == "PASSIVE" and "GOMP_SPINCOUNT" not in seen["env"]
+    assert "--fit-only" in seen["args"]
