@@ -31,7 +31,8 @@ SPIN_DEFAULT: dict[str, str] = {"GOMP_SPINCOUNT": "1000"}
 """How long torch's OpenMP (libgomp) threads spin after a parallel region before they sleep: 1,000
 spins (about 10 us), unless the environment sets ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` itself.
 A training step of the embedded model runs thousands of small kernels, each a parallel region.
-Measured on 2 cores (the warm start's step, 2 threads; docs/measurements.md, "OpenMP threads"):
+Measured on 2 cores (the warm start's step, 2 threads; docs/measurements.md, "Where `make run`'s
+time goes"):
 
 - alone: 7.0 steps/s at 1,000 spins, 7.1 at libgomp's default (300,000), 4.9 with
   ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep at once and every kernel waits for them to wake);

@@ -21,11 +21,10 @@ Each model is built once per test process (the modules that use it share the dir
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-
-import os
 
 from selfevolve.runtime_env import apply_defaults
 
