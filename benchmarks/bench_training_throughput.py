@@ -40,8 +40,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -211,7 +211,7 @@ def passive_fit_seconds(argv: list[str]) -> float:
     """Seconds of the library's fit steps (the same arguments ``argv``) in a child process whose
     OpenMP threads sleep as soon as a kernel ends (``OMP_WAIT_POLICY=PASSIVE``, no spin count)."""
     env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"} | {"OMP_WAIT_POLICY": "PASSIVE"}
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--fit-only", "--skip-trl"], env=env,
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--fit-only"], env=env,
                          capture_output=True, text=True, check=True).stdout
     return float(json.loads(out.strip().splitlines()[-1])["seconds"])
 
