@@ -3,8 +3,9 @@ names, the metrics file each comes from, and how to print it. The one list that 
 runs (``headline/<name>``), the registered model versions' tags, ``selfevolve summary``, the DVC
 headline metrics file (``metrics/headline.json``) and the report's conclusions use.
 
-Kinds: ``accuracy`` (a fraction in [0, 1]), ``p`` (an exact McNemar p-value against the base model:
-printed in scientific notation below 0.001, never rounded to 0), ``digits`` (a length in operand
+Kinds: ``accuracy`` (a fraction in [0, 1]), ``p`` (an exact McNemar p-value against the base model,
+or against the model the cycle started from where the name says "previous": printed in scientific
+notation below 0.001, never rounded to 0), ``digits`` (a length in operand
 digits), ``count`` (a number of items), ``flag`` (1 = yes, 0 = no).
 """
 
@@ -35,6 +36,7 @@ HEADLINE: tuple[Headline, ...] = (
     Headline("seed accuracy", "seed", "evaluate", "heldout_seed_accuracy", "accuracy", "seed"),
     Headline("seed p vs base", "seed\np", "evaluate", "heldout_seed_p_vs_base", "p"),
     Headline("beyond accuracy", "beyond", "evaluate", "heldout_beyond_accuracy", "accuracy", "beyond"),
+    Headline("rungs p vs previous", "rungs p\nvs prev", "evaluate", "heldout_rungs_p_vs_prev", "p"),
     Headline("reach 50", "reach\n50%", "evaluate", "heldout_reach_50", "digits", "reach50"),
     Headline("reach 90", "reach\n90%", "evaluate", "heldout_reach_90", "digits", "reach90"),
     Headline("self-labels", "self-\nlabels", "datasets", "self_labels", "count"),

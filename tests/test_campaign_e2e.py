@@ -66,6 +66,17 @@ def test_cycle_two_started_from_cycle_one(campaign):
     lock = yaml.safe_load((campaign["root"] / "dvc.lock").read_text())["stages"]
     deps = {d["path"] for d in lock["challenge@c2"]["deps"]}
     assert "models/c1" in deps and "data/cycles/c1/pool.jsonl" in deps
+    # c2 is tested against the model it started from: c1's held-out rows (a dependency of its evaluate stage)
+    assert "data/cycles/c1/eval" in {d["path"] for d in lock["evaluate@c2"]["deps"]}
+    from selfevolve.stats import mcnemar_exact
+
+    def frontier(c):
+        rows = [json.loads(x) for x in (campaign["root"] / f"data/cycles/{c}/eval/heldout.jsonl").read_text().splitlines() if x.strip()]
+        return {r["id"]: int(r["correct"][0]) for r in rows if r["categories"]["split"] == "frontier"}
+
+    c1, c2 = frontier("c1"), frontier("c2")
+    m = json.loads((campaign["root"] / "metrics/c2/evaluate.json").read_text())
+    assert m["heldout_frontier_p_vs_prev"] == mcnemar_exact([c1[i] for i in c2], list(c2.values()))[0]
 
 
 def test_dvc_repro_after_prefect_has_nothing_to_do(campaign):

@@ -65,6 +65,23 @@ def test_split_metrics_and_mcnemar_against_base():
     assert m["heldout_seed_accuracy"] == 0.95 and m["heldout_seed_p_vs_base"] == 1.0  # 1 down
     assert "heldout_frontier_p_vs_base" not in split_metrics(now, None)
     assert "heldout_reach_50" not in m  # "x" is no ladder form
+    assert "heldout_rungs_accuracy" not in m and not any("_vs_prev" in k for k in m)  # one unsupervised split, no previous cycle
+
+
+def test_split_metrics_against_the_previous_cycle_and_over_all_rungs():
+    """A cycle that holds its predecessor's frontier and moves the rung beyond it: not significant
+    against the previous cycle on the frontier, significant on the rungs together."""
+    def rows(frontier_right: int, beyond_right: int) -> list[dict]:
+        return ([_row(f"f{i}", "frontier", int(i < frontier_right)) for i in range(20)]
+                + [_row(f"b{i}", "beyond", int(i < beyond_right)) for i in range(20)] + [_row("s0", "seed", 1)])
+    base, prev, now = rows(0, 0), rows(12, 0), rows(13, 12)
+    m = split_metrics(now, base, prev)
+    assert m["heldout_rungs_accuracy"] == 25 / 40 and m["heldout_rungs_n"] == 40
+    assert m["heldout_frontier_gain_vs_prev"] == 0.05 and m["heldout_frontier_p_vs_prev"] == 1.0
+    assert m["heldout_beyond_p_vs_prev"] < 0.001 and m["heldout_rungs_gain_vs_prev"] == 13 / 40
+    assert m["heldout_rungs_p_vs_prev"] < 0.001 and m["heldout_rungs_gain_vs_base"] == 25 / 40
+    assert m["heldout_rungs_p_vs_base"] < m["heldout_rungs_p_vs_prev"]
+    assert split_metrics(now, base, base)["heldout_frontier_p_vs_prev"] == m["heldout_frontier_p_vs_base"]
 
 
 def test_split_metrics_reach_from_the_forms():

@@ -18,7 +18,8 @@ def test_summary_fits_100_columns_and_prints_p_values(tmp_path, monkeypatch):
     _metrics(tmp_path, "base", "evaluate", heldout_frontier_accuracy=0.308, heldout_seed_accuracy=0.972, heldout_reach_50=7)
     for c, p in (("c1", 2.72109334e-19), ("c2", 0.2301)):
         _metrics(tmp_path, c, "evaluate", heldout_frontier_accuracy=0.494, heldout_frontier_p_vs_base=p, heldout_seed_accuracy=0.982,
-                 heldout_seed_p_vs_base=0.23, heldout_beyond_accuracy=0.05, heldout_reach_50=8, heldout_reach_90=7)
+                 heldout_seed_p_vs_base=0.23, heldout_beyond_accuracy=0.05, heldout_rungs_p_vs_prev=p, heldout_reach_50=8,
+                 heldout_reach_90=7)
         _metrics(tmp_path, c, "datasets", self_labels=83)
         _metrics(tmp_path, c, "rewards", pool_growth=1118)
         _metrics(tmp_path, c, "train_rl", best_step=0)
@@ -29,7 +30,8 @@ def test_summary_fits_100_columns_and_prints_p_values(tmp_path, monkeypatch):
     assert max(len(line) for line in lines) <= 100 and "…" not in s["table"]
     assert "2.7e-19" in s["table"] and "0.23" in s["table"] and "0.000" not in s["table"]
     c1 = next(line for line in lines if line.lstrip().startswith("c1"))
-    assert c1.split() == ["c1", "0.494", "2.7e-19", "0.982", "0.23", "0.050", "8", "7", "83", "1118", "no", "yes"]
+    assert c1.split() == ["c1", "0.494", "2.7e-19", "0.982", "0.23", "0.050", "2.7e-19", "8", "7", "83", "1118", "no",
+                          "yes"]
     assert s["rows"][1]["frontier p vs base"] == 2.72109334e-19 and "pool growth" not in s["rows"][0]
     monkeypatch.setenv("COLUMNS", "160")
     assert max(len(line) for line in campaign_summary(tmp_path, ["c1", "c2"])["table"].splitlines()) <= 160

@@ -101,9 +101,10 @@ def _table(data: CampaignData, series: dict) -> str:
         cols.append((label, lambda c, k=k: by["benchmarks"].get(c, {}).get(k)))
     if data.heldout:
         cols.append(("held-out p vs base", data.heldout_p_vs_base))
-    for split in ("frontier", "seed"):
-        if any(data.metric(c, "evaluate", f"heldout_{split}_p_vs_base") is not None for c in data.cycles):
-            cols.append((f"{split} p vs base", lambda c, s=split: data.metric(c, "evaluate", f"heldout_{s}_p_vs_base")))
+    for split, ref in (("frontier", "base"), ("seed", "base"), ("rungs", "prev")):
+        key = f"heldout_{split}_p_vs_{ref}"
+        if any(data.metric(c, "evaluate", key) is not None for c in data.cycles):
+            cols.append((f"{split} p vs {'base' if ref == 'base' else 'previous'}", lambda c, k=key: data.metric(c, "evaluate", k)))
     if any(data.metric(c, "datasets", "self_labels") is not None for c in data.cycles):
         cols.append(("self-labels", lambda c: _count(data.metric(c, "datasets", "self_labels"))))
     if any(data.metric(c, "evaluate", "mass_champion_accuracy") is not None for c in data.cycles):

@@ -33,10 +33,14 @@ def evaluate(ctx: StageContext) -> dict:
             metrics |= mass_benchmark(ctx, backend, heldout)
     P.eval_dir.mkdir(parents=True, exist_ok=True)
     if "heldout" in results:
-        base_file = ctx.base.eval_file("heldout")
-        base_rows = read_rows(base_file) if ctx.cycle != "base" and base_file.exists() else None
-        metrics |= split_metrics(results["heldout"], base_rows)
+        base_rows = _rows_of(ctx.base.eval_file("heldout")) if ctx.cycle != "base" else None
+        prev_rows = (base_rows if ctx.init_cycle == "base" else _rows_of(ctx.init.eval_file("heldout"))) if ctx.cycle != "base" else None
+        metrics |= split_metrics(results["heldout"], base_rows, prev_rows)
     return metrics
+
+
+def _rows_of(path) -> list[dict] | None:
+    return read_rows(path) if path.exists() else None
 
 
 def read_rows(path) -> list[dict]:
@@ -44,11 +48,16 @@ def read_rows(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
+def split_metrics(rows: list[dict], base_rows: list[dict] | None, prev_rows: list[dict] | None = None) -> dict:
     """``heldout_<split>_accuracy`` and ``heldout_<split>_n`` for each held-out split (the arith
     ladder's ``seed`` levels, retention; ``frontier`` and ``beyond`` levels, never supervised), and
-    against the base model's rows on the same questions ``heldout_<split>_p_vs_base`` (exact
-    McNemar, two-sided) and ``heldout_<split>_gain_vs_base``. Rows without a split are ignored.
+    for ``rungs``, all unsupervised splits together (every split but ``seed``; when there are two
+    or more). Against the base model's rows on the same questions (``base_rows``)
+    ``heldout_<group>_p_vs_base`` (exact McNemar, two-sided) and ``heldout_<group>_gain_vs_base``
+    (a fraction of the questions, in [-1, 1]); against the rows of the model the cycle started from
+    (``prev_rows``: the previous cycle's, the base model's for the first) ``_p_vs_prev`` and
+    ``_gain_vs_prev``: whether each cycle moved its rungs beyond the last one, not only beyond the
+    base. Rows without a split are ignored.
     For arith rows (``categories.form``) also ``heldout_reach_50`` / ``heldout_reach_90``: the
     largest operand-digit total of an unsupervised form (splits other than ``seed``) answered at
     least 50 % / 90 % right (``selfevolve.questions.arith.reach``; 0 when none is). Seed forms do
@@ -61,7 +70,11 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
         split = (r.get("categories") or {}).get("split")
         if split:
             by_split.setdefault(split, {})[str(r["id"])] = int(r["correct"][0])
-    base = {str(r["id"]): int(r["correct"][0]) for r in base_rows or []}
+    unsupervised = [s for s in by_split if s != "seed"]
+    if len(unsupervised) > 1:
+        by_split["rungs"] = {i: c for s in unsupervised for i, c in by_split[s].items()}
+    refs = {name: {str(r["id"]): int(r["correct"][0]) for r in ref} for name, ref in (("base", base_rows), ("prev", prev_rows))
+            if ref is not None}
     out: dict[str, float] = {}
     forms: dict[str, list[int]] = {}
     ladder = False  # rows of the arith ladder (a parseable form)
@@ -80,11 +93,12 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None) -> dict:
     for split, outcome in sorted(by_split.items()):
         out[f"heldout_{split}_accuracy"] = sum(outcome.values()) / len(outcome)
         out[f"heldout_{split}_n"] = len(outcome)
-        ids = [i for i in outcome if i in base]
-        if base_rows is not None and ids:
-            p, _, _ = mcnemar_exact([base[i] for i in ids], [outcome[i] for i in ids])
-            out[f"heldout_{split}_p_vs_base"] = p
-            out[f"heldout_{split}_gain_vs_base"] = (sum(outcome[i] for i in ids) - sum(base[i] for i in ids)) / len(ids)
+        for name, ref in refs.items():
+            ids = [i for i in outcome if i in ref]
+            if ids:
+                p, _, _ = mcnemar_exact([ref[i] for i in ids], [outcome[i] for i in ids])
+                out[f"heldout_{split}_p_vs_{name}"] = p
+                out[f"heldout_{split}_gain_vs_{name}"] = (sum(outcome[i] for i in ids) - sum(ref[i] for i in ids)) / len(ids)
     return out
 
 

@@ -112,7 +112,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("train_sft", train.train_sft, True, deps=("cycle.rl_model", "cycle.sft_dataset", "base.val", "base.replay", "cycle.earlier_labels"),
           outs=("cycle.model",),
           params=("seed", "sft", "model", "rl.eval_questions", "verifiers", "evaluation"), resource="gpu"),
-    Stage("evaluate", evaluate.evaluate, True, deps=("cycle.model", "base.heldout", "base.eval_dir", "cycle.mass_champions"),
+    Stage("evaluate", evaluate.evaluate, True, deps=("cycle.model", "base.heldout", "base.eval_dir", "init.eval_dir", "cycle.mass_champions"),
           outs=("cycle.eval_dir",),
           params=("seed", "evaluation", "verifiers", "model", "sampling", "seeds.set", "seeds.data_dir", "mass"), artifacts=("eval_dir",),
           resource="gpu"),
