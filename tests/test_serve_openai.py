@@ -393,25 +393,29 @@ def _make_handler(state: Scripted):
                 state.bodies.append(body)
                 state.in_flight += 1
                 state.max_in_flight = max(state.max_in_flight, state.in_flight)
-            try:
-                if state.sleep_s:
-                    time.sleep(state.sleep_s)
-                content = body["messages"][-1]["content"]
-                if k <= state.fail_first or content == state.fail_content:
-                    headers = {"Retry-After": str(state.retry_after)} if state.retry_after is not None else None
-                    return self._send(state.fail_status, {"error": {"message": "scripted failure"}}, headers)
-                n = body.get("n", 1)
-                if state.reject_n and n > 1:
-                    return self._send(400, {"error": {"message": "n must be 1"}})
-                n_out = 1 if state.ignore_n else n
-                choices = [{"index": i, "message": {"role": "assistant", "content": f"{content}#{body.get('seed')}#{i}"},
-                            "finish_reason": "length" if body.get("max_tokens") == 1 else "stop"} for i in range(n_out)]
-                return self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                        "choices": choices,
-                                        "usage": {"prompt_tokens": 7, "completion_tokens": 5 * n_out, "total_tokens": 7 + 5 * n_out}})
+            try:  # the reply is built, and the request counted out, before it is sent: a client that got
+                # its answer may send the next request before this thread would otherwise have counted down
+                reply = self._reply(body, k)
             finally:
                 with state.lock:
                     state.in_flight -= 1
+            return self._send(*reply)
+
+        def _reply(self, body: dict, k: int) -> tuple:
+            if state.sleep_s:
+                time.sleep(state.sleep_s)
+            content = body["messages"][-1]["content"]
+            if k <= state.fail_first or content == state.fail_content:
+                headers = {"Retry-After": str(state.retry_after)} if state.retry_after is not None else None
+                return state.fail_status, {"error": {"message": "scripted failure"}}, headers
+            n = body.get("n", 1)
+            if state.reject_n and n > 1:
+                return 400, {"error": {"message": "n must be 1"}}
+            n_out = 1 if state.ignore_n else n
+            choices = [{"index": i, "message": {"role": "assistant", "content": f"{content}#{body.get('seed')}#{i}"},
+                        "finish_reason": "length" if body.get("max_tokens") == 1 else "stop"} for i in range(n_out)]
+            return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"], "choices": choices,
+                         "usage": {"prompt_tokens": 7, "completion_tokens": 5 * n_out, "total_tokens": 7 + 5 * n_out}}
 
     return Handler
 
