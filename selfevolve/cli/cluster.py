@@ -47,7 +47,6 @@ def worker(
     MLFLOW_TRACKING_URI and the DVC remote are reachable from here, and exits 2 naming the one that
     is not. Runs until stopped (Ctrl-C)."""
     from selfevolve.orchestration import services
-    from selfevolve.runtime_env import wait_defaults
 
     setup_logging()
     root = root.resolve()
@@ -64,7 +63,7 @@ def worker(
             services.check_dvc_remote(root)
         except services.ServiceUnreachable as exc:
             fail(str(exc))
-    env = {**os.environ, **wait_defaults(os.environ), "SELFEVOLVE_ROOT": str(root)}
+    env = services.quiet_env({"SELFEVOLVE_ROOT": str(root)})  # as every service process: OpenMP wait defaults, venv on PATH
     args = services.worker_args(pool, limit or (None if pool == "head" else 1), name)
     typer.echo(f"worker for pool {pool!r} in {root} (Ctrl-C stops it)")
     os.chdir(root)
