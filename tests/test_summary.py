@@ -33,6 +33,8 @@ def test_summary_fits_100_columns_and_prints_p_values(tmp_path, monkeypatch):
     assert c1.split() == ["c1", "0.494", "2.7e-19", "0.982", "0.23", "0.050", "2.7e-19", "8", "7", "83", "1118", "no",
                           "yes"]
     assert s["rows"][1]["frontier p vs base"] == 2.72109334e-19 and "pool growth" not in s["rows"][0]
+    monkeypatch.setenv("COLUMNS", "80")  # a narrow terminal: the table is drawn at its minimum width, nothing cut
+    assert "…" not in campaign_summary(tmp_path, ["c1", "c2"])["table"]
     monkeypatch.setenv("COLUMNS", "160")
     assert max(len(line) for line in campaign_summary(tmp_path, ["c1", "c2"])["table"].splitlines()) <= 160
 

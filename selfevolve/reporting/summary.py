@@ -8,8 +8,8 @@ from pathlib import Path
 from selfevolve import headline
 from selfevolve.paths import cycle_paths
 
-#: Narrowest the summary draws (its table needs about 90 columns): a narrower terminal wraps lines rather than cutting numbers.
-MIN_WIDTH = 90
+#: Narrowest the summary draws (its table needs 99 columns): a narrower terminal wraps lines rather than cutting numbers.
+MIN_WIDTH = 100
 
 
 def _table(rows: list[dict]):
