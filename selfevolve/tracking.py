@@ -235,8 +235,16 @@ class StageRun:
     def __init__(self, client, run_id: str, parent_id: str, experiment_id: str = "", tags: dict[str, str] | None = None):
         self.client, self.run_id, self.parent_id = client, run_id, parent_id
         self.experiment_id, self.tags = experiment_id, dict(tags or {})
+        self._pending: list = []  # MLflow's RunOperations of metrics logged in the background
 
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None, parent: bool = False) -> None:
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None, parent: bool = False,
+                    background: bool = False) -> None:
+        """Log the numeric values of ``metrics`` at ``step`` (also to the cycle's run with ``parent``).
+        ``background``: MLflow's asynchronous logging, for per-step curves (a synchronous call took
+        6-12 ms against the campaign's one-worker server, 2-4 s of a train_rl's 300 steps, and ~44 ms
+        against an ``mlflow server`` with its default four workers, where a kept-alive connection waits
+        on each reply); :meth:`flush` waits for them and raises if one failed (``stage_run`` flushes
+        before it ends the run)."""
         import time
 
         from mlflow.entities import Metric
@@ -244,9 +252,18 @@ class StageRun:
         ts = int(time.time() * 1000)
         ms = [Metric(k, float(v), ts, step or 0) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if ms:
-            self.client.log_batch(self.run_id, metrics=ms)
+            if background:
+                self._pending.append(self.client.log_batch(self.run_id, metrics=ms, synchronous=False))
+            else:
+                self.client.log_batch(self.run_id, metrics=ms)
             if parent:
                 self.client.log_batch(self.parent_id, metrics=ms)
+
+    def flush(self) -> None:
+        """Wait until the metrics logged in the background are stored; raises MLflow's error if any failed."""
+        pending, self._pending = self._pending, []
+        for op in pending:
+            op.wait()
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, obj, artifact_file)
@@ -332,7 +349,10 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
     handle = StageRun(client, run.info.run_id, parent_id, exp_id, {TAG_CYCLE: cycle, TAG_STAGE: stage})
     try:
         yield handle
+        handle.flush()
     except BaseException:
+        with contextlib.suppress(Exception):  # what the stage logged before it failed, as far as it goes
+            handle.flush()
         client.set_terminated(run.info.run_id, status="FAILED")
         client.set_terminated(parent_id, status="FAILED")
         raise

@@ -110,6 +110,20 @@ def test_traces_are_linked_to_their_stage_run_and_replaced_by_a_rerun(store):
     assert spans["solver"].outputs == {"completion": "5"} and spans["solver"].span_type == "LLM"
 
 
+def test_step_metrics_logged_in_the_background_are_stored_when_the_run_ends(store):
+    """Per-step curves go to MLflow asynchronously (``StageRun.log_metrics``); the run is not ended
+    before every point is stored."""
+    from mlflow.tracking import MlflowClient
+
+    with tracking.stage_run("t", "c1", "train_rl", None, store) as run:
+        for step in range(1, 201):
+            run.log_metrics({"loss": 1.0 / step, "lr": 1e-3}, step=step, background=True)
+        run_id = run.run_id
+    client = MlflowClient(tracking.tracking_uri(store))
+    assert sorted(m.step for m in client.get_metric_history(run_id, "loss")) == list(range(1, 201))
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+
 def test_campaign_urls_finds_the_registered_model_of_a_name_with_quotes(store):
     """The registered model is looked up by name, so a campaign named ``it's "x"`` still gets its link
     (a filter string would break on the quotes)."""

@@ -59,7 +59,7 @@ def execute(stage: Stage, params: Params, cycle: str | None = None, root: str | 
     log.info("stage %s%s started", name, f" (cycle {cycle})" if stage.per_cycle else "")
     if track:
         with stage_run(params.campaign, cycle, name, params.model_dump(mode="json"), root) as run:
-            ctx.log_step = lambda step, m: run.log_metrics(m, step=step)
+            ctx.log_step = lambda step, m: run.log_metrics(m, step=step, background=True)
             ctx.log_traces = run.log_traces
             metrics = stage.run(ctx)
             if shard is None:  # the cycle's run gathers every stage's metrics (a shard's are partial)
