@@ -307,7 +307,7 @@ class StageRun:
             ids = [emit(r, experiment_id=self.experiment_id, tags=self.tags,
                         metadata={"mlflow.sourceRun": self.run_id}).trace_id for r in roots]
             # terminate: the export threads stop here, so the process does not wait for them again at exit
-            # (MLflow's exit hook joins a consumer that polls its queue once a second: ~2 s per stage);
+            # (MLflow's exit hook joins a consumer that polls its queue once a second: ~1 s per traced stage);
             # traces logged later in this process are then written synchronously.
             mlflow.flush_trace_async_logging(terminate=True)
         return ids
