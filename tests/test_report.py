@@ -306,6 +306,18 @@ def test_conclusion_of_a_drop_and_of_a_cycle_that_kept_its_start():
                     "Kept: its start c1 unchanged (training kept no checkpoint).")
 
 
+def test_conclusion_says_what_a_cycle_did_against_the_one_it_started_from():
+    from selfevolve.reporting.conclusions import cycle_conclusion
+
+    m = {"frontier accuracy": 0.93, "frontier p vs base": 1e-16, "rl kept": 1.0, "sft kept": 1.0}
+    text = cycle_conclusion("c2", m, {"frontier accuracy": 0.76}, "c1", (0.028, 0.00087))
+    assert ("(p = 1e-16). Against c1, the model it started from, the unsupervised rungs together rose (+0.028, p = 0.00087). "
+            "Kept:") in text
+    assert "no significant change (-0.004, p = 0.8)" in cycle_conclusion("c3", m, {}, "c2", (-0.004, 0.8))
+    assert "started from" not in cycle_conclusion("c1", m, {}, "base", (0.05, 1e-9))  # the split sentences say it
+    assert "started from" not in cycle_conclusion("c2", m, {}, "c1", None)  # no rungs measured
+
+
 def _drawn(plot, root: Path):
     """The axes of one report figure drawn on an Agg canvas, and that canvas's renderer."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -1,6 +1,7 @@
 """A short written conclusion per cycle, generated from its headline metrics (``selfevolve.headline``):
 what changed on the held-out splits against the base model with the exact McNemar p-value (a change
-is claimed only at p < ``SIGNIFICANT``), what the pool and the Solver's self-labels grew by, and
+is claimed only at p < ``SIGNIFICANT``), and on the unsupervised rungs against the cycle it started
+from, what the pool and the Solver's self-labels grew by, and
 which model the cycle kept (``selfevolve.model_registry.kept``)."""
 
 from __future__ import annotations
@@ -28,14 +29,22 @@ def _split_sentence(name: str, value: float, base: float | None, p: float | None
     return f"{name} {'improved' if value > base else 'dropped'}: {was} (p = {headline.fmt(p, 'p')})"
 
 
-def cycle_conclusion(cycle: str, metrics: dict[str, float], base: dict[str, float], init: str | None) -> str:
-    """One cycle's conclusion in two or three sentences from its headline ``metrics`` and the base
+def cycle_conclusion(cycle: str, metrics: dict[str, float], base: dict[str, float], init: str | None,
+                     rungs_vs_init: tuple[float, float] | None = None) -> str:
+    """One cycle's conclusion in two to four sentences from its headline ``metrics`` and the base
     model's (``base``), both by readable name (``headline.values``); ``init`` is the cycle it
-    started from."""
+    started from, ``rungs_vs_init`` (gain as a fraction of the questions, exact McNemar p) its
+    change on the unsupervised rungs against that cycle's model (``heldout_rungs_*_vs_prev``), said
+    when ``init`` is a cycle and not the base model (against base the split sentences say it)."""
     parts = [_split_sentence(label, metrics[acc], base.get(acc), metrics.get(p))
              for acc, p, label in SPLITS if acc in metrics]
     text = ("; ".join(parts) + ".") if parts else "No held-out evaluation."
     text = text[0].upper() + text[1:]
+    if init and init != "base" and rungs_vs_init is not None:
+        gain, p = rungs_vs_init
+        moved = "no significant change" if p >= SIGNIFICANT else ("rose" if gain > 0 else "fell")
+        text += (f" Against {init}, the model it started from, the unsupervised rungs together {moved} "
+                 f"({gain:+.3f}, p = {headline.fmt(p, 'p')}).")
     grew = [f"{int(metrics[k])} {what}" for k, what in (("pool growth", "new pool questions"),
                                                         ("self-labels", "self-labels for the Solver")) if k in metrics]
     if grew:
@@ -47,5 +56,9 @@ def conclusions(data: CampaignData) -> dict[str, str]:
     """Cycle name -> conclusion (``cycle_conclusion``) for every cycle after ``base`` that has metrics."""
     base = headline.values(data.metrics.get("base", {}))
     cycles = data.params.get("cycles") or {}
-    return {c: cycle_conclusion(c, headline.values(data.metrics[c]), base, (cycles.get(c) or {}).get("init"))
+    def rungs(c: str) -> tuple[float, float] | None:
+        gain, p = (data.metric(c, "evaluate", f"heldout_rungs_{k}_vs_prev") for k in ("gain", "p"))
+        return None if gain is None or p is None else (gain, p)
+
+    return {c: cycle_conclusion(c, headline.values(data.metrics[c]), base, (cycles.get(c) or {}).get("init"), rungs(c))
             for c in data.cycles if c != "base" and data.metrics.get(c)}
