@@ -1,8 +1,8 @@
 """A short written conclusion per cycle, generated from its headline metrics (``selfevolve.headline``):
-what changed on the held-out splits against the base model with the exact McNemar p-value (a change
-is claimed only at p < ``SIGNIFICANT``), and on the unsupervised rungs against the cycle it started
-from, what the pool and the Solver's self-labels grew by, and
-which model the cycle kept (``selfevolve.model_registry.kept``)."""
+what changed on the held-out splits against the base model and on the unsupervised rungs against
+the cycle it started from, each with the exact McNemar p-value (a change is claimed only at
+p < ``SIGNIFICANT``), what the pool and the Solver's self-labels grew by, and which model the cycle
+kept (``selfevolve.model_registry.kept``)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ def conclusions(data: CampaignData) -> dict[str, str]:
     """Cycle name -> conclusion (``cycle_conclusion``) for every cycle after ``base`` that has metrics."""
     base = headline.values(data.metrics.get("base", {}))
     cycles = data.params.get("cycles") or {}
+
     def rungs(c: str) -> tuple[float, float] | None:
         gain, p = (data.metric(c, "evaluate", f"heldout_rungs_{k}_vs_prev") for k in ("gain", "p"))
         return None if gain is None or p is None else (gain, p)

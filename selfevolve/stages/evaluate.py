@@ -33,8 +33,10 @@ def evaluate(ctx: StageContext) -> dict:
             metrics |= mass_benchmark(ctx, backend, heldout)
     P.eval_dir.mkdir(parents=True, exist_ok=True)
     if "heldout" in results:
-        base_rows = _rows_of(ctx.base.eval_file("heldout")) if ctx.cycle != "base" else None
-        prev_rows = (base_rows if ctx.init_cycle == "base" else _rows_of(ctx.init.eval_file("heldout"))) if ctx.cycle != "base" else None
+        base_rows = prev_rows = None
+        if ctx.cycle != "base":
+            base_rows = _rows_of(ctx.base.eval_file("heldout"))
+            prev_rows = base_rows if ctx.init_cycle == "base" else _rows_of(ctx.init.eval_file("heldout"))
         metrics |= split_metrics(results["heldout"], base_rows, prev_rows)
     return metrics
 
