@@ -29,6 +29,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
+SeedDesign = Literal["single_agent", "split_solve_combine", "planner_solver", "planner_solver_review"]
 #: A pair written as a YAML list (strict mode alone takes only a tuple).
 Pair = Annotated[tuple[float, float], BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)]
 
@@ -98,6 +99,7 @@ class BootstrapParams(_Section):
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
     focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
     practice_share: float = Field(0.08, ge=0.0, le=0.5, description="arith: share of transcripts that align a sum's operands (no sum)")
+    split_share: float = Field(0.2, ge=0.0, le=0.5, description="arith: share of transcripts teaching the split workflow's roles (split, part sums, combine; no frontier sum)")
     restate_operands: bool = Field(False, description="arith: a worked sum restates its operands as written before the aligned line")
     replay_questions: int = Field(0, ge=0, description="a pretrained base: seed-pool questions it answers greedily; its verified answers on the forms it masters are the replay (stages.base.mastered_replay)")
 
@@ -112,8 +114,7 @@ class ArithParams(_Section):
     """The arith ladder (``selfevolve.questions.arith``): which forms are seed forms (the warm start and
     the pool of the base cycle) and which levels the held-out frontier measures."""
 
-    ops: list[Literal["+", "-"]] = Field(default_factory=lambda: ["+"], min_length=1,
-                                         description="operators of the ladder's questions")
+    ops: list[Literal["+", "-"]] = Field(default_factory=lambda: ["+"], min_length=1, description="operators of the ladder's questions")
     seed_digits: int = Field(3, ge=1, le=20, description="seed forms: every pair of 1..seed_digits-digit operands")
     foothold_digits: list[int] = Field(default_factory=lambda: [4, 5], description="seed forms also hold n + k and k + n "
                                        "digit questions for these n and k = 1..foothold_short (a foothold beyond the seed levels)")
@@ -140,8 +141,7 @@ class ArithParams(_Section):
 
 
 class SeedParams(_Section):
-    set: str = Field("arith", description="arith | tiny-code | paper | a JSONL file of questions (Question records, "
-                     "or rows with question/answer fields)")
+    set: str = Field("arith", description="arith | tiny-code | paper | a JSONL file of questions (Question records, or rows with question/answer fields)")
     size: int = Field(1000, ge=1, le=100000)
     data_dir: str = Field("../shared/benchmarks", description="where local GSM8K/MATH/MBPP files live (paper seed set)")
     heldout_size: int = Field(500, ge=0, description="held-out questions for evaluation (arith: per split)")
@@ -281,6 +281,7 @@ class MassParams(_Section):
                            "trajectories use")
     trajectories_per_question: int = Field(2, ge=1)
     cost_weight: float = Field(0.0, ge=0.0, description="fitness penalty per 1,000 output tokens (0 = off)")
+    seed_designs: list[SeedDesign] = Field(default_factory=lambda: list(SeedDesign.__args__), description="the search's seed population (selfevolve.mass.design.SEED_DESIGNS)")
 
 
 class VerifierParams(_Section):
@@ -343,9 +344,7 @@ class CycleSpec(_Section):
 class Params(_Section):
     seed: int = Field(0, ge=0)
     campaign: str = Field("arith-default", min_length=1, description="MLflow experiment name")
-    cycles: dict[str, CycleSpec] = Field(
-        default_factory=lambda: {"c1": CycleSpec(init="base"), "c2": CycleSpec(init="c1")}
-    )
+    cycles: dict[str, CycleSpec] = Field(default_factory=lambda: {"c1": CycleSpec(init="base"), "c2": CycleSpec(init="c1")})
     model: ModelParams = ModelParams()
     bootstrap: BootstrapParams = BootstrapParams()
     seeds: SeedParams = SeedParams()

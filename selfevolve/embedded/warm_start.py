@@ -33,7 +33,8 @@ def warm_start_transcripts(params: Params, seed_questions=None) -> list[tuple[st
 
     bp = params.bootstrap
     n, seed_forms = bp.transcripts, arith_forms(params)[0]
-    arith = dict(seed=params.seed, forms=seed_forms, practice_share=bp.practice_share, restate=bp.restate_operands)
+    arith = dict(seed=params.seed, forms=seed_forms, practice_share=bp.practice_share, restate=bp.restate_operands,
+                 split_share=bp.split_share)
     if params.seeds.set == "arith":
         return transcripts.arith_transcripts(n, **arith)
     qs = [q for q in (seed_questions or []) if q.domain == "code"]

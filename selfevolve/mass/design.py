@@ -449,12 +449,47 @@ def planner_solver_review(domain: Domain = "math") -> WorkflowDesign:
     return base.model_copy(update={"gate": Gate(reviewer="planner", max_redelegations=1), "name": "planner_solver_review"})
 
 
-SEED_DESIGNS = {"single_agent": single_agent, "planner_solver": planner_solver, "planner_solver_review": planner_solver_review}
+SPLIT_INSTRUCTION = ("Split the problem: the last 3 digits of each number inside <low></low>, "
+                     "the digits before them inside <high></high>.")
+PART_INSTRUCTION = "Solve the part below. Think inside <think></think>, then give the final answer inside <answer></answer>."
+COMBINE_INSTRUCTION = ("Combine the low and high sums: carry the low sum's thousands into the high sum. "
+                       "Think inside <think></think>, then give the final answer inside <answer></answer>.")
+#: Edge labels of :func:`split_solve_combine` (the warm start's transcripts of its roles use the same).
+LOW_PART, HIGH_PART, LOW_SUM, HIGH_SUM = "Low part", "High part", "Low", "High"
 
 
-def seed_designs(domain: Domain = "math") -> list[WorkflowDesign]:
-    """The seed population, in order: single agent, planner->solver, planner->solver with a gate."""
-    return [make(domain) for make in SEED_DESIGNS.values()]
+def split_solve_combine(domain: Domain = "math") -> WorkflowDesign:
+    """Decomposition (SECToR, Zhang et al. 2023, arXiv 2309.08589): a splitter (orchestrator) writes a
+    sum's low part (the last :data:`arith.SPLIT_DIGITS` digits of each number) and high part, two
+    part solvers compute them, and a combiner carries the low sum into the high one
+    (``arith.split_sum`` / ``arith.combine_worked``). Every sum of the ladder up to 6+6 digits becomes
+    two seed-form sums. Its roles are taught by the embedded warm start (``bootstrap.split_share``,
+    on reading and seed-form sums only); a model that never learned them scores 0 with it, and the
+    search keeps the single agent."""
+    agents = [AgentSpec(agent_id="splitter", role="Splitter", instruction=SPLIT_INSTRUCTION),
+              AgentSpec(agent_id="low", role="Low-part solver", instruction=PART_INSTRUCTION),
+              AgentSpec(agent_id="high", role="High-part solver", instruction=PART_INSTRUCTION),
+              AgentSpec(agent_id="combiner", role="Combiner", instruction=COMBINE_INSTRUCTION)]
+    edges = [Edge(source="splitter", target="low", label=LOW_PART, extract="low"),
+             Edge(source="splitter", target="high", label=HIGH_PART, extract="high"),
+             Edge(source="low", target="combiner", label=LOW_SUM, extract="answer"),
+             Edge(source="high", target="combiner", label=HIGH_SUM, extract="answer")]
+    return WorkflowDesign(domain=domain, agents=agents, orchestrator="splitter", answer="combiner", edges=edges,
+                          name="split_solve_combine")
+
+
+#: Seed designs whose agents only make sense for arithmetic (left out of other domains' seeds).
+MATH_ONLY = {"split_solve_combine"}
+SEED_DESIGNS = {"single_agent": single_agent, "split_solve_combine": split_solve_combine, "planner_solver": planner_solver,
+                "planner_solver_review": planner_solver_review}
+
+
+def seed_designs(domain: Domain = "math", names: Iterable[str] | None = None) -> list[WorkflowDesign]:
+    """The seed population, in the order of ``names`` (default: every :data:`SEED_DESIGNS` entry:
+    single agent, split/solve/combine, planner->solver, planner->solver with a gate). Raises
+    ``KeyError`` for an unknown name (``MassParams.seed_designs`` is checked against these at load)."""
+    return [SEED_DESIGNS[n](domain) for n in (SEED_DESIGNS if names is None else names)
+            if domain == "math" or n not in MATH_ONLY]
 
 
 def load_champions(path: str | os.PathLike) -> dict[str, WorkflowDesign]:

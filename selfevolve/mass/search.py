@@ -249,7 +249,7 @@ class _DomainSearch:
                 self._reject("previous", reason, 0)
             else:
                 cands.append(prev)
-        for d in seed_designs(self.domain):
+        for d in seed_designs(self.domain, self.params.seed_designs):
             ok, reason = validate_design(d, self.limits)
             if ok:
                 cands.append(d)

@@ -247,6 +247,39 @@ def scratchpad(nums: list[int], ops: list[str], restate: bool = False) -> str:
     return " ".join(lines)
 
 
+#: The low part's digits in a split sum (:func:`split_sum`): the seed forms' operand length, so
+#: that every sum of the ladder's held-out rungs (up to 6+6 digits) splits into two seed-form sums.
+SPLIT_DIGITS = 3
+
+
+def split_sum(a: int, b: int, digits: int = SPLIT_DIGITS) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The low and high parts of ``a + b``: ``((a mod 10^d, b mod 10^d), (a div 10^d, b div 10^d))``
+    for ``d = digits`` (a missing high part is 0). ``a + b = (high sum) * 10^d + (low sum)``: the
+    decomposition of SECToR (Zhang et al. 2023, arXiv 2309.08589, Sec. 3: a long sum from the
+    shorter sums the model already does) that the split workflow (``selfevolve.mass.design``) runs."""
+    m = 10 ** digits
+    return (a % m, b % m), (a // m, b // m)
+
+
+def combine_sums(low: int, high: int, digits: int = SPLIT_DIGITS) -> int:
+    """``a + b`` from its parts' sums (:func:`split_sum`): the low sum's carry (its digits above the
+    ``digits`` lowest) added to the high sum, followed by the low sum's ``digits`` lowest digits."""
+    m = 10 ** digits
+    return (high + low // m) * m + low % m
+
+
+def combine_worked(low: int, high: int, digits: int = SPLIT_DIGITS) -> str:
+    """The combiner's worked steps (without tags) for :func:`combine_sums`:
+    ``low 1499 carry 1 rest 499 high 718+1=719 join 719 499``. The low sum is written zero-padded
+    to ``digits + 1`` digits, so its carry is its first digit and its rest the others; the answer is
+    the last two numbers written together (leading zeros dropped). Measured (docs/measurements.md,
+    "December 5 (evening): a workflow that reaches past the single pass"): without the closing
+    ``join`` the answer's copy of the rest failed on most 6-digit sums."""
+    m = 10 ** digits
+    carry, rest = low // m, f"{low % m:0{digits}d}"
+    return f"low {low:0{digits + 1}d} carry {carry} rest {rest} high {high}+{carry}={high + carry} join {high + carry} {rest}"
+
+
 def make_question(rng: random.Random, form: str, qid: str, split: str | None = None, restate: bool = False,
                   source: str = "seed:arith") -> Question:
     """One question of ``form`` (e.g. ``"4+2"``), ids ``qid``; ``form`` and ``split``
