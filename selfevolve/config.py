@@ -99,7 +99,9 @@ class BootstrapParams(_Section):
     extra_steps: int = Field(600, ge=1, description="steps of each extra round (re-warmed, decayed by decay_fraction)")
     focus_share: float = Field(0.5, ge=0.0, le=1.0, description="of an extra round's batches after missing min_seed_accuracy: the failing seed forms")
     practice_share: float = Field(0.08, ge=0.0, le=0.5, description="arith: share of transcripts that align a sum's operands (no sum)")
-    split_share: float = Field(0.2, ge=0.0, le=0.5, description="arith: share of transcripts teaching the split workflow's roles (split, part sums, combine; no frontier sum)")
+    split_steps: int = Field(1500, ge=0, description="arith: a round after the warm start teaching the split workflow's roles (0 = off)")
+    split_share: float = Field(0.5, ge=0.0, le=1.0, description="of that round's batches: the roles' transcripts (splitting, seed-form part sums, combining); the rest the warm start's")
+    split_learning_rate: float = Field(1e-3, gt=0, le=1.0, description="that round's peak rate (warm-up, stable, decay as the warm start's)")
     restate_operands: bool = Field(False, description="arith: a worked sum restates its operands as written before the aligned line")
     replay_questions: int = Field(0, ge=0, description="a pretrained base: seed-pool questions it answers greedily; its verified answers on the forms it masters are the replay (stages.base.mastered_replay)")
 
@@ -291,9 +293,7 @@ class VerifierParams(_Section):
     workers: int = Field(0, ge=0, description="0 = one per core")
     max_infra_error_rate: float = Field(0.01, ge=0.0, le=1.0, description="the verify stage fails when more than this share "
                                         "of its verdicts are infrastructure errors (a sandbox supervisor died twice)")
-    banned_modules: list[str] = Field(
-        default_factory=lambda: ["os", "sys", "subprocess", "socket", "shutil", "multiprocessing", "threading", "ctypes", "signal", "pathlib", "importlib"]
-    )
+    banned_modules: list[str] = Field(default_factory=lambda: ["os", "sys", "subprocess", "socket", "shutil", "multiprocessing", "threading", "ctypes", "signal", "pathlib", "importlib"])
 
 
 class BenchmarkSpec(_Section):

@@ -25,7 +25,7 @@ BIN = Path(sys.executable).parent
 SMALL = {
     "campaign": "e2e",
     "bootstrap": {"steps": 20, "transcripts": 400, "batch_size": 16, "probe_questions": 4, "frontier_k": 2,
-                  "extra_steps": 5, "practice_share": 0.0},
+                  "extra_steps": 5, "practice_share": 0.0, "split_steps": 4},
     "seeds": {"size": 40, "heldout_size": 8, "val_size": 4},
     "sampling": {"max_new_tokens": 40},
     "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2, "frontier_band": [0.0, 1.0]},

@@ -18,7 +18,7 @@ STAGES = [("seeds", None), ("bootstrap", None), ("evaluate_base", None), ("chall
 
 def _params() -> Params:
     p = Params()
-    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 12, 300, 8
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 12, 300, 8, 4
     p.bootstrap.probe_questions, p.bootstrap.frontier_k, p.bootstrap.extra_steps = 4, 2, 4
     p.seeds.size, p.seeds.heldout_size, p.seeds.val_size = 30, 6, 4
     p.sampling.max_new_tokens = p.evaluation.max_new_tokens = 32

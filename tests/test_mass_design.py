@@ -307,3 +307,51 @@ def test_executor_on_tiny_model_records_full_trajectories(tiny_model_dir):
         assert t.output_tokens == sum(m.output_tokens for m in outs)
         assert {m.agent_id for m in t.messages} == {"planner", "solver"}
     assert res.backend_calls <= 2 + 3  # DAG steps + at most review/redo/review rounds, batched across questions
+
+
+def split_world(prompt: str, j: int = 0) -> str:
+    """Each role of the split workflow done exactly (as a model that learned its roles would)."""
+    import re
+
+    from selfevolve.mass import design as D
+
+    head = prompt.split("\n")[0]
+    if head == D.SPLIT_INSTRUCTION:
+        a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
+        (la, lb), (ha, hb) = arith.split_sum(a, b)
+        return f"<low>{la} + {lb}</low><high>{ha} + {hb}</high>"
+    if head == D.PART_INSTRUCTION:
+        x, y = map(int, re.search(r"\n(?:Low|High) part: (\d+) \+ (\d+)$", prompt).groups())
+        return f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
+    if head == D.COMBINE_INSTRUCTION:
+        low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
+        return f"<think>{arith.combine_worked(low, high)}</think><answer>{arith.combine_sums(low, high)}</answer>"
+    return "<answer>0</answer>"
+
+
+def test_split_solve_combine_reaches_any_sum_its_parts_can():
+    """The split workflow's wiring: the splitter's tags reach the two part solvers as ``Low part`` /
+    ``High part``, their answers reach the combiner, whose answer is the run's. Roles done right
+    give every sum of the ladder up to 6+6 digits (carries across the split included) while each
+    part solver only ever sees a sum of at most 3+3 digits. It is a math-only seed, in the order
+    ``mass.seed_designs`` names."""
+    import re
+
+    from selfevolve.mass.design import split_solve_combine
+
+    design = split_solve_combine()
+    assert validate_design(design, DesignLimits()) == (True, "ok")
+    qs = arith.generate(40, seed=7, forms=["6+6", "5+4", "4+3", "3+4", "6+1", "2+2", "1+1"])
+    carry_through = qs[0].model_copy(update={"id": "carry", "text": "Compute 999999 + 1.", "spec": arith.MathSpec(answer="1000000")})
+    qs.append(carry_through)
+    backend = ScriptBackend(split_world)
+    res = run_design(backend, design, qs, limits=DesignLimits(max_model_len=1024), seed=0)
+    assert [t.final_answer for t in res.trajectories] == [q.spec.answer for q in qs]
+    parts = [m.content for t in res.trajectories for m in t.messages if m.agent_id in ("low", "high") and m.role == "user"]
+    assert len(parts) == 2 * len(qs)
+    for p in parts:
+        x, y = re.search(r"part: (\d+) \+ (\d+)$", p).groups()
+        assert max(len(x), len(y)) <= arith.SPLIT_DIGITS
+    assert [d.name for d in seed_designs("math")] == ["single_agent", "split_solve_combine", "planner_solver", "planner_solver_review"]
+    assert "split_solve_combine" not in [d.name for d in seed_designs("code")]
+    assert [d.name for d in seed_designs("math", ["planner_solver", "single_agent"])] == ["planner_solver", "single_agent"]

@@ -16,11 +16,13 @@ def built(tmp_path_factory):
     from selfevolve.embedded.warm_start import run_bootstrap
 
     p = Params()
-    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 200, 8
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 3, 200, 8, 2
     out = tmp_path_factory.mktemp("boot")
     s1, rows = run_bootstrap(p, out / "a")
     s2, _ = run_bootstrap(p, out / "b")
-    assert len(rows) == 200 and {r.role for r in rows} == {"solver", "challenger", "planner", "critic"}
+    # the transcripts, then the split round's rows (2 steps x 8 rows x split_share 0.5): replayed with them
+    assert len(rows) == 208 and {r.role for r in rows} == {"solver", "challenger", "planner", "critic"}
+    assert all(r.id.startswith("split-") for r in rows[200:]) and s1["steps"] == 5
     return out, s1, s2
 
 
@@ -93,7 +95,7 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
     from selfevolve.embedded.warm_start import run_bootstrap
 
     p = Params()
-    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 100, 4
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 3, 100, 4, 0
     p.bootstrap.min_frontier_pass, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.2, 3, 2
     seen, answers = [], iter([0.0, 0.1, 0.25, 0.9])
 
@@ -124,7 +126,7 @@ def test_an_extra_round_after_missed_seed_forms_practises_the_failing_forms(tmp_
     from selfevolve.training import loop
 
     p = Params()
-    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 2, 100, 50
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 2, 100, 50, 0
     p.bootstrap.min_frontier_pass, p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.9, 0.95, 2, 2
     p.bootstrap.focus_share = 0.5
     batches: list[list] = []
@@ -158,7 +160,7 @@ def test_warm_start_keeps_a_round_that_holds_the_seed_forms_first(tmp_path):
     from selfevolve.embedded.warm_start import run_bootstrap
 
     p = Params()
-    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size = 3, 100, 4
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 3, 100, 4, 0
     p.bootstrap.min_frontier_pass, p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.2, 0.95, 3, 2
 
     def run(name, answers):
@@ -380,3 +382,66 @@ def test_a_pretrained_bases_replay_is_its_own_right_answers_on_the_forms_it_mast
     assert row.prompt == render("solver", question=q.text, domain=q.domain, plan=None)
     assert row.completion.endswith(f"<answer>{q.spec.answer}</answer>")
     assert base.mastered_replay(StageContext(Params(), "base", tmp_path)) == ([], {})
+
+
+def test_split_roles_teach_reading_and_seed_form_sums_only():
+    """The warm start's split round (``warm_start.split_role_rows``) teaches the roles of the split
+    workflow (``mass.design.split_solve_combine``) without supervising a sum beyond the seed forms:
+    the splitter's reply is the problem's low and high parts (``arith.split_sum``) and no answer, for
+    operands up to 6 digits each; a part solver's answer is the worked sum of a part of at most 3+3
+    digits; a combiner is shown a seed-form problem with unrelated sums and its answer is the ``join``
+    of its own steps (``arith.combine_sums``). As many rows as the round draws, none with
+    ``split_steps`` 0 or another seed set."""
+    import re
+
+    from selfevolve.config import load_params
+    from selfevolve.embedded.warm_start import split_role_rows
+    from selfevolve.mass import design as D
+    from selfevolve.questions import arith
+
+    forms = arith.seed_forms()
+    params = load_params(None, overrides={"bootstrap.split_steps": 100, "bootstrap.split_share": 0.5})
+    rows = split_role_rows(params)
+    assert len(rows) == 100 * params.bootstrap.batch_size // 2 and rows == split_role_rows(params)
+    counts = {"splitter": 0, "part": 0, "combiner": 0}
+    long_split = 0
+    for row in rows:
+        prompt, reply = row.prompt, row.completion
+        head = prompt.split("\n")[0]
+        assert row.role == "solver" and head in (D.SPLIT_INSTRUCTION, D.PART_INSTRUCTION, D.COMBINE_INSTRUCTION)
+        a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
+        (la, lb), (ha, hb) = arith.split_sum(a, b)
+        if head == D.SPLIT_INSTRUCTION:
+            counts["splitter"] += 1
+            assert reply == f"<low>{la} + {lb}</low><high>{ha} + {hb}</high>" and "<answer>" not in reply
+            long_split += min(len(str(a)), len(str(b))) >= 5
+        elif head == D.PART_INSTRUCTION:
+            counts["part"] += 1
+            label, x, y = re.search(r"\n(Low part|High part): (\d+) \+ (\d+)$", prompt).groups()
+            assert (int(x), int(y)) == ((la, lb) if label == D.LOW_PART else (ha, hb))
+            assert max(len(x), len(y)) <= arith.SPLIT_DIGITS
+            assert reply == f"<think>{arith.scratchpad([int(x), int(y)], ['+'])}</think><answer>{int(x) + int(y)}</answer>"
+        else:
+            counts["combiner"] += 1
+            assert "+".join(str(len(str(n))) for n in (a, b)) in forms
+            low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
+            h, rest = re.search(r"join (\d+) (\d+)</think>", reply).groups()
+            assert reply.endswith(f"<answer>{int(h + rest)}</answer>") and int(h + rest) == arith.combine_sums(low, high)
+    assert counts["combiner"] > counts["splitter"] > 200 and long_split > 20, counts
+    assert not split_role_rows(load_params(None, overrides={"bootstrap.split_steps": 0}))
+    assert not split_role_rows(load_params(None, overrides={"seeds.set": "tiny-code"}))
+
+
+def test_the_split_round_follows_the_warm_start_and_its_check_is_the_kept_one(tmp_path):
+    """After the warm start (and any extra rounds) comes the split workflow's round: its steps extend
+    the loss curve, the model is probed again, and that check is the kept one the base model's
+    standing is read from."""
+    from selfevolve.embedded.warm_start import run_bootstrap
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 2, 100, 4, 3
+    checks = iter([{"frontier_pass": 0.5, "seed_accuracy": 1.0}, {"frontier_pass": 0.4, "seed_accuracy": 0.99}])
+    summary, rows = run_bootstrap(p, tmp_path / "m", probe=lambda model, tok: next(checks))
+    assert summary["steps"] == 5 and len(rows) == 100 + 6
+    first, split = summary["rounds"]
+    assert not first["kept"] and split["kept"] and split["split_roles"] and split["frontier_pass"] == 0.4

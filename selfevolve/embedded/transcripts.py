@@ -25,10 +25,9 @@ PLANS = {
 
 #: Share of each role in the warm-start transcripts ("practice": alignment practice,
 #: :func:`practice_transcript`, its share taken from the Solver's by ``arith_transcripts(practice_share=)``).
-ROLE_WEIGHTS = {"solver": 0.7, "practice": 0.0, "split": 0.0, "challenger": 0.1, "planner": 0.06, "critic_question": 0.08,
-                "critic_plan": 0.06}
-#: How ``arith_transcripts(split_share=)`` divides its share among the split workflow's roles
-#: (:func:`split_transcript`); the combiner's copy is the one learned last (docs/measurements.md).
+ROLE_WEIGHTS = {"solver": 0.7, "practice": 0.0, "challenger": 0.1, "planner": 0.06, "critic_question": 0.08, "critic_plan": 0.06}
+#: How :func:`split_transcript` draws the split workflow's roles; the combiner's copy is the one
+#: learned last (docs/measurements.md).
 SPLIT_ROLES = {"splitter": 0.25, "part": 0.35, "combiner": 0.4}
 #: The practice task's operands have 1 to this many digits, each drawn on its own: beyond the reach levels' 6.
 PRACTICE_DIGITS = 7
@@ -96,7 +95,8 @@ def practice_transcript(rng: random.Random, restate: bool = False, max_digits: i
 
 def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int = PRACTICE_DIGITS - 1) -> tuple[str, Chat]:
     """One transcript of a role of the split workflow (``selfevolve.mass.design.split_solve_combine``),
-    drawn by :data:`SPLIT_ROLES`. None holds the sum of a question beyond the seed forms:
+    drawn by :data:`SPLIT_ROLES`; the warm start's split round trains on them
+    (``warm_start.split_role_rows``). None holds the sum of a question beyond the seed forms:
 
     * splitter: ``Compute a + b.`` (each operand 1 to ``max_digits`` digits, drawn on its own) ->
       ``<low>..</low><high>..</high>`` (``arith.split_sum``): reading, like the alignment practice;
@@ -133,16 +133,14 @@ def as_rows(transcripts: list[tuple[str, Chat]], prefix: str = "warm") -> list[R
 
 
 def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None, role_weights: dict[str, float] | None = None,
-                      practice_share: float = 0.0, restate: bool = False, split_share: float = 0.0) -> list[tuple[str, Chat]]:
+                      practice_share: float = 0.0, restate: bool = False) -> list[tuple[str, Chat]]:
     """``n`` role transcripts over the arith ``forms`` (default: ``arith.seed_forms()``), deterministic
     for ``seed``. Roles are mixed by ``role_weights`` (default ``ROLE_WEIGHTS`` with ``practice_share`` of
-    the Solver's share moved to the practice task and ``split_share`` to the split workflow's roles:
-    mostly Solver, whose accuracy is what everything else builds on); ``restate``: the worked sums'
-    format (``arith.scratchpad``).
+    the Solver's share moved to the practice task: mostly Solver, whose accuracy is what everything else
+    builds on); ``restate``: the worked sums' format (``arith.scratchpad``).
 
     * Solver: the question (with the role's plan in half of them) -> worked scratchpad + answer.
     * Practice (:func:`practice_transcript`): a sum's operands aligned as its worked steps start, no sum.
-    * Split (:func:`split_transcript`): the roles of the split workflow, on reading and seed-form sums.
     * Challenger: a reference question of one form -> a new question one step up the ladder
       (``arith.harder_form``) or of the same form, with its answer (no worked steps: the environment
       computes the reference of an arithmetic question, the Challenger's answer is only scored). A
@@ -157,8 +155,7 @@ def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None, rol
 
     forms = forms or arith.seed_forms()
     inside = set(forms)
-    weights = role_weights or {**ROLE_WEIGHTS, "solver": ROLE_WEIGHTS["solver"] - practice_share - split_share,
-                               "practice": practice_share, "split": split_share}
+    weights = role_weights or {**ROLE_WEIGHTS, "solver": ROLE_WEIGHTS["solver"] - practice_share, "practice": practice_share}
     roles, cum = list(weights), list(weights.values())
     rng = random.Random(seed)
     out: list[tuple[str, Chat]] = []
@@ -171,8 +168,6 @@ def arith_transcripts(n: int, seed: int = 0, forms: list[str] | None = None, rol
             out.append(solver_transcript(rng, q))
         elif role == "practice":
             out.append(practice_transcript(rng, restate))
-        elif role == "split":
-            out.append(split_transcript(rng, forms))
         elif role == "challenger":
             new = arith.make_question(rng, harder_form(form, rng) if rng.random() < 0.67 else form, f"t{i}n")
             ref = f"{q.text} Answer: {q.spec.answer}"

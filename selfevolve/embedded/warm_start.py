@@ -15,6 +15,7 @@ Deterministic for a given ``params.seed`` (single-threaded data order, seeded in
 from __future__ import annotations
 
 import logging
+import random
 import time
 from pathlib import Path
 from statistics import fmean
@@ -33,8 +34,7 @@ def warm_start_transcripts(params: Params, seed_questions=None) -> list[tuple[st
 
     bp = params.bootstrap
     n, seed_forms = bp.transcripts, arith_forms(params)[0]
-    arith = dict(seed=params.seed, forms=seed_forms, practice_share=bp.practice_share, restate=bp.restate_operands,
-                 split_share=bp.split_share)
+    arith = dict(seed=params.seed, forms=seed_forms, practice_share=bp.practice_share, restate=bp.restate_operands)
     if params.seeds.set == "arith":
         return transcripts.arith_transcripts(n, **arith)
     qs = [q for q in (seed_questions or []) if q.domain == "code"]
@@ -66,6 +66,13 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     transcripts of the forms that check found failing (:func:`focus_forms`). ``summary["rounds"]``
     lists ``{round, steps, frontier_pass, seed_accuracy, seed_forms, focus, kept}`` per check.
 
+    Then the split workflow's round (``mass.design.split_solve_combine``; :func:`split_role_rows`):
+    ``bootstrap.split_steps`` more steps at ``bootstrap.split_learning_rate``, ``bootstrap.split_share``
+    of each batch on its roles' transcripts, the rest on the warm start's; the model is probed again and that check is the kept
+    one. Measured (docs/measurements.md, "December 5 (evening)"): mixed into the warm start at a
+    fifth of its transcripts the roles stayed unlearned (the workflow 0.01 beyond the frontier, one
+    pass 0.19); as a round of their own on the warm-started model they were learned.
+
     Raises ``ValueError`` if the transcripts are empty.
     """
     import torch
@@ -92,12 +99,16 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     rows = as_rows(transcripts)
     order = list(range(len(rows)))
 
-    def train(steps: int, seed: int, desc: str, focus: dict[str, float] | None = None) -> list[dict]:
-        def draw(rng):  # epochs over the transcripts in a seeded order; a share on the focus forms
+    def train(steps: int, seed: int, desc: str, focus: dict[str, float] | None = None, split: list | None = None,
+              learning_rate: float = bp.learning_rate) -> list[dict]:
+        def draw(rng):  # epochs over the transcripts in a seeded order; a share on the focus forms or the split roles
             batch = []
             for _ in range(bp.batch_size):
                 if focus and rng.random() < bp.focus_share:
                     batch.append(_focus_row(rng, focus, bp.restate_operands))
+                    continue
+                if split and rng.random() < bp.split_share:
+                    batch.append(rng.choice(split))
                     continue
                 if not order:
                     order.extend(range(len(rows)))
@@ -106,7 +117,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
                 batch.append(rows[order.pop()])
             return batch
 
-        return fit(model, tok, draw, steps=steps, learning_rate=bp.learning_rate, warmup_steps=min(50, steps // 10),
+        return fit(model, tok, draw, steps=steps, learning_rate=learning_rate, warmup_steps=min(50, steps // 10),
                    decay_steps=round(steps * bp.decay_fraction), min_lr_ratio=0.01, max_length=bp.max_position_embeddings,
                    seed=seed, precision=params.model.train_precision, desc=desc)
 
@@ -130,6 +141,16 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
             model.load_state_dict(best[2])
         for entry in rounds:
             entry["kept"] = entry["round"] == best[1]
+    split_rows = split_role_rows(params)
+    if split_rows:
+        last = curve[-1]["step"]
+        curve += [{**e, "step": last + e["step"]} for e in
+                  train(bp.split_steps, params.seed + len(rounds) + 1, "bootstrap (the split workflow's roles)", split=split_rows,
+                        learning_rate=bp.split_learning_rate)]
+        if probe is not None:
+            for entry in rounds:
+                entry["kept"] = False
+            rounds.append({"round": len(rounds), "steps": bp.split_steps, "split_roles": True, **probe(model, tok), "kept": True})
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
@@ -147,7 +168,23 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
         "seconds": round(time.time() - t0, 2),
     }
     write_model_summary(out_dir / "bootstrap.json", summary)
-    return summary, rows
+    return summary, rows + split_rows
+
+
+def split_role_rows(params: Params) -> list:
+    """The transcripts of the split workflow's round (``transcripts.split_transcript``): as many as
+    that round draws (``bootstrap.split_steps`` x ``batch_size`` x ``split_share``), deterministic for
+    the seed; none for a seed set other than arith or with ``split_steps`` 0. They join the warm
+    start's rows, so later cycles replay them with the rest."""
+    from selfevolve.embedded.transcripts import as_rows, split_transcript
+    from selfevolve.questions.seed_sets import arith_forms
+
+    bp = params.bootstrap
+    if params.seeds.set != "arith" or not bp.split_steps or not bp.split_share:
+        return []
+    rng, forms = random.Random(f"split-roles:{params.seed}"), arith_forms(params)[0]
+    n = max(1, round(bp.split_steps * bp.batch_size * bp.split_share))
+    return as_rows([split_transcript(rng, forms) for _ in range(n)], prefix="split")
 
 
 def focus_forms(entry: dict, bp) -> dict[str, float]:
