@@ -1,10 +1,12 @@
 """Helpers shared by the end-to-end tests (the campaign, the cluster and the test-project checks):
 a fresh copy of the project as a git + DVC repository with small params, ``dvc`` run in it,
-waiting on a condition with a deadline, and the real model's GGUF for the SmolLM2 tests."""
+waiting on a condition with a deadline, the real model's GGUF for the SmolLM2 tests, and the split
+workflow's roles done exactly (for the MASS tests)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,3 +105,21 @@ def smollm2_gguf() -> Path:
     except ModelImportError as exc:
         pytest.skip(f"SmolLM2 GGUF not available: {exc}")
 
+
+def split_world(prompt: str, j: int = 0) -> str:
+    """Each role of the split workflow done exactly (as a model that learned its roles would)."""
+    from selfevolve.mass import design as D
+    from selfevolve.questions import arith
+
+    head = prompt.split("\n")[0]
+    if head == D.SPLIT_INSTRUCTION:
+        a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
+        (la, lb), (ha, hb) = arith.split_sum(a, b)
+        return f"<low>{la} + {lb}</low><high>{ha} + {hb}</high>"
+    if head == D.PART_INSTRUCTION:
+        x, y = map(int, re.search(r"\n(?:Low|High) part: (\d+) \+ (\d+)$", prompt).groups())
+        return f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
+    if head == D.COMBINE_INSTRUCTION:
+        low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
+        return f"<think>{arith.combine_worked(low, high)}</think><answer>{arith.combine_sums(low, high)}</answer>"
+    return "<answer>0</answer>"

@@ -309,26 +309,6 @@ def test_executor_on_tiny_model_records_full_trajectories(tiny_model_dir):
     assert res.backend_calls <= 2 + 3  # DAG steps + at most review/redo/review rounds, batched across questions
 
 
-def split_world(prompt: str, j: int = 0) -> str:
-    """Each role of the split workflow done exactly (as a model that learned its roles would)."""
-    import re
-
-    from selfevolve.mass import design as D
-
-    head = prompt.split("\n")[0]
-    if head == D.SPLIT_INSTRUCTION:
-        a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
-        (la, lb), (ha, hb) = arith.split_sum(a, b)
-        return f"<low>{la} + {lb}</low><high>{ha} + {hb}</high>"
-    if head == D.PART_INSTRUCTION:
-        x, y = map(int, re.search(r"\n(?:Low|High) part: (\d+) \+ (\d+)$", prompt).groups())
-        return f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
-    if head == D.COMBINE_INSTRUCTION:
-        low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
-        return f"<think>{arith.combine_worked(low, high)}</think><answer>{arith.combine_sums(low, high)}</answer>"
-    return "<answer>0</answer>"
-
-
 def test_split_solve_combine_reaches_any_sum_its_parts_can():
     """The split workflow's wiring: the splitter's tags reach the two part solvers as ``Low part`` /
     ``High part``, their answers reach the combiner, whose answer is the run's. Roles done right
@@ -344,6 +324,8 @@ def test_split_solve_combine_reaches_any_sum_its_parts_can():
     qs = arith.generate(40, seed=7, forms=["6+6", "5+4", "4+3", "3+4", "6+1", "2+2", "1+1"])
     carry_through = qs[0].model_copy(update={"id": "carry", "text": "Compute 999999 + 1.", "spec": arith.MathSpec(answer="1000000")})
     qs.append(carry_through)
+    from helpers import split_world
+
     backend = ScriptBackend(split_world)
     res = run_design(backend, design, qs, limits=DesignLimits(max_model_len=1024), seed=0)
     assert [t.final_answer for t in res.trajectories] == [q.spec.answer for q in qs]

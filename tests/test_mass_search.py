@@ -315,3 +315,30 @@ def test_a_champion_run_is_traced_with_a_span_per_agent_call():
     assert [(s.name, s.span_type) for s in root.children] == [("planner", "AGENT"), ("solver", "AGENT"), ("checker", "AGENT")]
     assert root.children[1].outputs == {"completion": "<answer>5</answer>"} and root.children[1].attributes["output_tokens"] == 4
     assert root.children[2].outputs is None
+
+
+def test_the_heldout_comparison_is_per_split_and_paired():
+    """Champion against single agent per held-out split, with the exact McNemar p on the same
+    questions: a one-pass solver right only up to 3 digits against the split workflow, whose roles
+    are done right (``test_mass_design.split_world``): equal on the seed forms (p 1), the workflow
+    ahead on the rungs beyond (12 of 12 against 0, p 2 / 2^12)."""
+    from helpers import split_world
+
+    from selfevolve.mass.benchmark import champion_vs_single_agent
+    from selfevolve.mass.design import split_solve_combine, template_instruction
+
+    class Team(WorldBackend):
+        def reply(self, prompt: str) -> str:
+            if prompt.split("\n")[0] != template_instruction("solver"):
+                return split_world(prompt)
+            expected = _expected(prompt)
+            return f"<answer>{expected if len(expected) <= 3 else 0}</answer>"
+
+    held = arith.generate(12, seed=5, forms=["1+2", "2+2"], split="seed") + arith.generate(12, seed=6, forms=["6+6"], split="beyond")
+    rows, metrics = champion_vs_single_agent(Team(garbage_or_over_limit), {"math": split_solve_combine()}, held, PARAMS, verify,
+                                             max_model_len=1024, max_new_tokens=96)
+    r = rows["math"]
+    assert r["single_agent"]["by_split"] == {"beyond": 0.0, "seed": 1.0} and r["champion"]["by_split"] == {"beyond": 1.0, "seed": 1.0}
+    assert r["p_by_split"]["seed"] == 1.0 and r["p_by_split"]["beyond"] == pytest.approx(2 / 2 ** 12)
+    assert metrics["mass_champion_accuracy_beyond"] == 1.0 and metrics["mass_single_agent_accuracy_beyond"] == 0.0
+    assert metrics["mass_p_beyond"] == pytest.approx(2 / 2 ** 12) and metrics["mass_p"] == metrics["mass_p_beyond"]

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from selfevolve.backends.base import Backend, SamplingConfig
 from selfevolve.mass.design import DesignLimits, WorkflowDesign, single_agent
-from selfevolve.mass.fitness import evaluate_design
+from selfevolve.mass.fitness import evaluate_design, verify_trajectories
 from selfevolve.verifiers.grading import VerifyFn
 from selfevolve.records import Question
 
@@ -41,8 +41,13 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
     ``metrics`` are flat floats for MLflow: ``mass_champion_<key>``, ``mass_single_agent_<key>``,
     ``mass_champion_is_single_agent`` and ``mass_heldout_n`` (for several domains the keys carry the
     domain: ``mass_<domain>_champion_<key>``). Runs are greedy and limits are not enforced on the
-    single agent (it is the reference, as in the search).
+    single agent (it is the reference, as in the search). Per ``Question.split`` (arith: seed,
+    frontier, beyond) each design row has ``by_split`` accuracies and the domain row ``p_by_split``,
+    the exact McNemar p of champion against single agent on the same questions (``stats.mcnemar_exact``;
+    ``p`` over all of them): metrics ``mass_<design>_accuracy_<split>``, ``mass_p_<split>``, ``mass_p``.
     """
+    from selfevolve.stats import mcnemar_exact
+
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
     rows: dict[str, dict[str, Any]] = {}
     metrics: dict[str, float] = {}
@@ -52,24 +57,41 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
         limits = DesignLimits.from_params(mass_params, max_model_len=max_model_len, max_new_tokens=max_new_tokens,
                                           question_chars=max(len(q.text) for q in qs))
         row: dict[str, Any] = {"questions": len(qs)}
+        right: dict[str, list[int]] = {}
+        splits = sorted({q.split for q in qs if q.split})
         for name, design in (("single_agent", single_agent(dom)), ("champion", champions[dom])):
             if name == "champion" and design.design_id == row["single_agent"]["design_id"]:
-                row[name] = dict(row["single_agent"])  # the same greedy runs, seeded alike: not run twice
+                row[name], right[name] = dict(row["single_agent"]), right["single_agent"]  # the same greedy runs: not run twice
                 continue
-            ev, _ = evaluate_design(backend, design, qs, verify_fn=verify_fn, limits=limits, sampling=sampling, seed=seed,
-                                    check_limits=False)
+            ev, res = evaluate_design(backend, design, qs, verify_fn=verify_fn, limits=limits, sampling=sampling, seed=seed,
+                                      check_limits=False)
+            right[name] = [int(bool(s)) for s in verify_trajectories(res.trajectories, qs, verify_fn)]
+            by_split = {sp: _mean([r for r, q in zip(right[name], qs) if q.split == sp]) for sp in splits}
             row[name] = {"design_id": ev.design_id, "agents": design.agent_ids, "gate": design.gate is not None,
-                         **{k: getattr(ev, k) for k in ROW_KEYS}}
+                         **{k: getattr(ev, k) for k in ROW_KEYS}, "by_split": by_split}
         row["ratios"] = {k: _ratio(row["champion"][k], row["single_agent"][k]) for k in ROW_KEYS}
+        pick = {sp: [i for i, q in enumerate(qs) if q.split == sp] for sp in splits}
+        row["p"] = mcnemar_exact(right["single_agent"], right["champion"])[0]
+        row["p_by_split"] = {sp: mcnemar_exact([right["single_agent"][i] for i in ix], [right["champion"][i] for i in ix])[0]
+                             for sp, ix in pick.items()}
         rows[dom] = row
         prefix = "mass_" if len(domains) == 1 else f"mass_{dom}_"
         metrics[f"{prefix}heldout_n"] = float(len(qs))
         metrics[f"{prefix}champion_is_single_agent"] = float(row["champion"]["design_id"] == row["single_agent"]["design_id"])
+        metrics[f"{prefix}p"] = float(row["p"])
+        for sp, p in row["p_by_split"].items():
+            metrics[f"{prefix}p_{sp}"] = float(p)
         for name in ("champion", "single_agent"):
             for k in ROW_KEYS:
                 if row[name][k] is not None:
                     metrics[f"{prefix}{name}_{k}"] = float(row[name][k])
+            for sp, acc in row[name]["by_split"].items():
+                metrics[f"{prefix}{name}_accuracy_{sp}"] = float(acc)
     return rows, metrics
+
+
+def _mean(xs: Sequence[int]) -> float:
+    return sum(xs) / len(xs) if xs else 0.0
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from itertools import zip_longest
 
 from selfevolve.evaluation.evaluate import evaluate_benchmarks
 from selfevolve.evaluation.solve import SolveConfig
@@ -106,8 +107,9 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None, prev_rows: lis
 
 def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:
     """The cycle's MASS champion vs the single agent on ``evaluation.mass_questions`` held-out
-    questions, those of the unsupervised splits (frontier, rungs beyond) first: on the seed forms
-    both are right nearly always and the comparison could tell nothing apart. Runs with the
+    questions, those of the unsupervised splits (frontier, rungs beyond; in turn, so both are
+    there) first: on the seed forms both are right nearly always and the comparison could tell
+    nothing apart. Runs with the
     cycle's model (``selfevolve.mass.benchmark``); writes
     ``eval/mass.json`` and returns its ``mass_*`` metrics."""
     from selfevolve.mass.benchmark import champion_vs_single_agent
@@ -115,7 +117,11 @@ def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:
 
     params = ctx.params
     champions = load_champions(ctx.paths.mass_champions)
-    moving = [q for q in heldout if q.split not in (None, "seed")]
+    by_split: dict[str, list[Question]] = {}
+    for q in heldout:
+        if q.split not in (None, "seed"):
+            by_split.setdefault(q.split, []).append(q)
+    moving = [q for group in zip_longest(*by_split.values()) for q in group if q is not None]  # the splits in turn
     rest = [q for q in heldout if q.split in (None, "seed")]
     questions = (moving + rest)[: params.evaluation.mass_questions]
     rows, metrics = champion_vs_single_agent(backend, champions, questions, params.mass,
