@@ -445,3 +445,4 @@ def test_the_split_round_follows_the_warm_start_and_its_check_is_the_kept_one(tm
     assert summary["steps"] == 5 and len(rows) == 100 + 6
     first, split = summary["rounds"]
     assert not first["kept"] and split["kept"] and split["split_roles"] and split["frontier_pass"] == 0.4
+    assert summary["extra_rounds"] == 0  # the split round is not one of the extra rounds a missed check asks for
