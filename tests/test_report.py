@@ -397,3 +397,18 @@ def test_mass_figure_keeps_its_labels_inside_and_shows_a_single_agent_champion(t
     champion, single = ax.get_lines()
     assert list(champion.get_ydata()) == list(single.get_ydata())
     assert single.get_zorder() > champion.get_zorder() and single.get_markerfacecolor() == "none"
+
+
+def test_conclusion_says_what_the_mass_champion_did_against_one_pass():
+    from selfevolve.reporting.conclusions import cycle_conclusion
+
+    m = {"frontier accuracy": 0.9, "rl kept": 1.0}
+    mass = {"mass_champion_is_single_agent": 0.0, "mass_champion_accuracy_frontier": 0.9, "mass_single_agent_accuracy_frontier": 0.72,
+            "mass_p_frontier": 2e-6, "mass_champion_accuracy_beyond": 0.64, "mass_single_agent_accuracy_beyond": 0.19,
+            "mass_p_beyond": 1e-12}
+    text = cycle_conclusion("c1", m, {}, "base", None, mass)
+    assert ("Its MASS champion, a multi-agent design, against one pass on the same held-out questions: "
+            "frontier 0.900 against 0.720 (p = 2e-06); rungs beyond 0.640 against 0.190 (p = 1e-12).") in text
+    assert "single agent" not in text
+    assert " Its MASS champion was the single agent. Kept:" in cycle_conclusion("c1", m, {}, "base", None, {"mass_champion_is_single_agent": 1.0})
+    assert "MASS" not in cycle_conclusion("c1", m, {}, "base", None, {})
