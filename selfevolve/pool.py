@@ -93,20 +93,23 @@ def weighted_sample(rng: random.Random, items: list, weights: list[float], k: in
     return [items[i] for _, i in keyed[: max(0, k)]]
 
 
-def frontier_first(rng: random.Random, questions: list[Question], band: tuple[float, float], k: int) -> list[Question]:
-    """``k`` distinct questions, those on the Solver's frontier (a measured pass rate inside
-    ``band``) first: ``k`` of them drawn uniformly when there are more, else all of them and the
-    rest of ``k`` drawn uniformly from the other questions; all questions when ``k >= len(questions)``.
-
-    This is the set on which workflow designs are told apart: a question the Solver always solves
-    is solved by every design, one it never solves by nearly none (measured on three c2 models,
-    96 questions each: a planner->solver design against the single agent won +2/-0, +7/-0, +7/-0
-    on frontier questions and +0/-0, +5/-0, +4/-0 on questions drawn with the frontier 8x likelier).
-    """
-    on = [q for q in questions if on_frontier(q, band)]
-    off = [q for q in questions if not on_frontier(q, band)]
-    picked = rng.sample(on, min(k, len(on)))
-    return picked + rng.sample(off, min(max(0, k - len(picked)), len(off)))
+def where_designs_differ(rng: random.Random, pool: list[Question], band: tuple[float, float], k: int) -> list[Question]:
+    """``k`` distinct pool questions for the search: up to half on the Solver's frontier (a measured
+    pass rate inside ``band``: ``pool.on_frontier``), the rest beyond it (measured, below the band:
+    one pass never solves them), each drawn uniformly; then, if those run out, the other questions.
+    The fitness is verified accuracy where designs differ. Measured: drawn uniformly the questions
+    were nearly all seed forms every design solves, and a champion chosen on them lost to the single
+    agent on held-out (0.03 against 0.175); drawn with the frontier 8x likelier two thirds were still
+    always solved and ties kept the single agent; on the frontier alone the split workflow, which
+    reaches 5- and 6-digit sums, lost to one pass (greedy, 32 questions: 0.81 against 0.875 and
+    0.72 against 0.91; docs/measurements.md, "December 5 (evening)")."""
+    on = [q for q in pool if on_frontier(q, band)]
+    beyond = [q for q in pool if q.measured is not None and q.measured.pass_rate < band[0]]
+    picked = rng.sample(on, min(len(on), k // 2))
+    picked += rng.sample(beyond, min(len(beyond), k - len(picked)))
+    taken = {q.id for q in picked}
+    rest = [q for q in pool if q.id not in taken]
+    return picked + rng.sample(rest, min(len(rest), k - len(picked)))
 
 
 def form_pass_rates(questions: list[Question], min_samples: int = 1) -> dict[str, float]:

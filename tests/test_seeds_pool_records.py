@@ -8,8 +8,8 @@ import random
 import pytest
 
 from selfevolve.config import Params
-from selfevolve.pool import (NEXT_RUNG_SOURCE, dedup_against, edge_groups, frontier_first, frontier_weights, next_rung_forms,
-                             next_rung_questions, pool_stats, reference_items)
+from selfevolve.pool import (NEXT_RUNG_SOURCE, dedup_against, edge_groups, frontier_weights, next_rung_forms,
+                             next_rung_questions, pool_stats, reference_items, where_designs_differ)
 from selfevolve.records import MathSpec, PassRate, Question, RecordFileError, read_jsonl, write_jsonl
 from selfevolve.questions import arith, tiny_code
 
@@ -296,22 +296,23 @@ def test_next_rung_questions_join_the_solve_set_and_then_the_pool_with_their_pas
     assert all(pool[q.id].measured.pass_rate == 0.5 and pool[q.id].measured.samples == 2 for q in beyond)
 
 
-def test_workflow_designs_are_measured_on_the_solvers_frontier_first():
-    """``frontier_first`` (the MASS search's questions): every frontier question before any other,
-    a uniform draw among them when there are more than asked, the rest filled from the others
-    (always solved, never solved, unmeasured); seeded; all questions when more are asked."""
+def test_workflow_designs_are_measured_where_they_differ():
+    """``where_designs_differ`` (the MASS search's questions): half on the Solver's frontier, half
+    beyond it (measured, never solved), each a uniform draw; the rest filled from the others when
+    one kind runs out; seeded; all questions when more are asked."""
     band = (0.05, 0.8)
     frontier = _measured("4+3", 10, 0.5, "f")
-    others = _measured("3+3", 50, 1.0, "m") + _measured("5+5", 50, 0.0, "z") + arith.generate(20, seed=2, prefix="u")
+    beyond = _measured("5+5", 50, 0.0, "z")
+    others = _measured("3+3", 50, 1.0, "m") + beyond + arith.generate(20, seed=2, prefix="u")
     pool = others[:30] + frontier + others[30:]
-    picked = frontier_first(random.Random(1), pool, band, 16)
-    assert len({q.id for q in picked}) == 16 and {q.id for q in picked[:10]} == {q.id for q in frontier}
-    assert all(q.id not in {f.id for f in frontier} for q in picked[10:])
-    assert picked == frontier_first(random.Random(1), pool, band, 16)
-    few = frontier_first(random.Random(2), pool, band, 4)
-    assert all(q.form == "4+3" for q in few) and few != frontier_first(random.Random(3), pool, band, 4)
-    assert sorted(q.id for q in frontier_first(random.Random(0), pool, band, 500)) == sorted(q.id for q in pool)
-    assert len(frontier_first(random.Random(0), others, band, 8)) == 8  # nothing on the frontier: uniform
+    f_ids, z_ids = {q.id for q in frontier}, {q.id for q in beyond}
+    picked = where_designs_differ(random.Random(1), pool, band, 16)
+    assert len({q.id for q in picked}) == 16 and {q.id for q in picked[:8]} <= f_ids and {q.id for q in picked[8:]} <= z_ids
+    assert picked == where_designs_differ(random.Random(1), pool, band, 16)
+    wide = where_designs_differ(random.Random(1), pool, band, 40)  # 10 on the frontier, then 30 beyond it
+    assert {q.id for q in wide[:10]} == f_ids and {q.id for q in wide[10:]} <= z_ids
+    assert sorted(q.id for q in where_designs_differ(random.Random(0), pool, band, 500)) == sorted(q.id for q in pool)
+    assert len(where_designs_differ(random.Random(0), others[:50], band, 8)) == 8  # none on or beyond the frontier: uniform
 
 
 def test_jsonl_roundtrip_and_errors(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from selfevolve.mass.search import search_and_collect
-from selfevolve.pool import frontier_first
+from selfevolve.pool import where_designs_differ
 from selfevolve.records import Question, Trajectory, read_jsonl, write_json, write_jsonl
 from selfevolve.stages.context import StageContext
 from selfevolve.tracking import TRACE_ITEMS, Span
@@ -14,12 +14,8 @@ from selfevolve.verifiers.grading import verify_fn
 
 
 def mass_search(ctx: StageContext) -> dict:
-    """MASS workflow search on ``mass.questions`` questions of the cycle's pool, those on the
-    Solver's frontier first (``selfevolve.pool.frontier_first``: the fitness is verified accuracy
-    where designs differ; drawn uniformly the questions were nearly all seed forms every design
-    solves, and a champion chosen on them lost to the single agent on held-out, 0.03 against
-    0.175; drawn with the frontier 8x likelier, two thirds of them were still always solved and
-    ties kept the single agent), then trajectories of the champion on them.
+    """MASS workflow search on ``mass.questions`` questions of the cycle's pool, where designs
+    differ first (``selfevolve.pool.where_designs_differ``), then trajectories of the champion on them.
 
     Writes ``mass/search.json`` (champion per domain, every design's fitness, history per
     generation), ``mass/champions.json`` (the next cycle's seed champions) and
@@ -34,7 +30,7 @@ def mass_search(ctx: StageContext) -> dict:
         write_json(P.mass_champions, dict(previous or {}) if params.mass.enabled else {})
         write_jsonl(P.mass_trajectories, [])
         return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
-    pool = frontier_first(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
+    pool = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
     with ctx.backend() as backend:
         outcome = search_and_collect(backend, pool, params.mass, verify_fn(params.verifiers), seed=ctx.seed("mass_search"),
                                      sampling=ctx.sampling("mass_search"), max_model_len=params.model.max_model_len,
