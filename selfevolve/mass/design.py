@@ -43,6 +43,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from selfevolve.questions import arith
 from selfevolve.records import Domain
 
 AGENT_ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
@@ -449,7 +450,7 @@ def planner_solver_review(domain: Domain = "math") -> WorkflowDesign:
     return base.model_copy(update={"gate": Gate(reviewer="planner", max_redelegations=1), "name": "planner_solver_review"})
 
 
-SPLIT_INSTRUCTION = ("Split the problem: the last 3 digits of each number inside <low></low>, "
+SPLIT_INSTRUCTION = (f"Split the problem: the last {arith.SPLIT_DIGITS} digits of each number inside <low></low>, "
                      "the digits before them inside <high></high>.")
 PART_INSTRUCTION = "Solve the part below. Think inside <think></think>, then give the final answer inside <answer></answer>."
 COMBINE_INSTRUCTION = ("Combine the low and high sums: carry the low sum's thousands into the high sum. "
@@ -463,9 +464,9 @@ def split_solve_combine(domain: Domain = "math") -> WorkflowDesign:
     sum's low part (the last :data:`arith.SPLIT_DIGITS` digits of each number) and high part, two
     part solvers compute them, and a combiner carries the low sum into the high one
     (``arith.split_sum`` / ``arith.combine_worked``). Every sum of the ladder up to 6+6 digits becomes
-    two seed-form sums. Its roles are taught by the embedded warm start (``bootstrap.split_share``,
-    on reading and seed-form sums only); a model that never learned them scores 0 with it, and the
-    search keeps the single agent."""
+    two seed-form sums. Its roles are taught in the embedded warm start's last round
+    (``bootstrap.split_steps``; reading and seed-form sums only); a model that never learned them
+    scores 0 with it, and the search keeps the single agent."""
     agents = [AgentSpec(agent_id="splitter", role="Splitter", instruction=SPLIT_INSTRUCTION),
               AgentSpec(agent_id="low", role="Low-part solver", instruction=PART_INSTRUCTION),
               AgentSpec(agent_id="high", role="High-part solver", instruction=PART_INSTRUCTION),
