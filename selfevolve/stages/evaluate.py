@@ -109,8 +109,7 @@ def mass_benchmark(ctx: StageContext, backend, heldout: list[Question]) -> dict:
     """The cycle's MASS champion vs the single agent on ``evaluation.mass_questions`` held-out
     questions, those of the unsupervised splits (frontier, rungs beyond; in turn, so both are
     there) first: on the seed forms both are right nearly always and the comparison could tell
-    nothing apart. Runs with the
-    cycle's model (``selfevolve.mass.benchmark``); writes
+    nothing apart. Runs with the cycle's model (``selfevolve.mass.benchmark``); writes
     ``eval/mass.json`` and returns its ``mass_*`` metrics."""
     from selfevolve.mass.benchmark import champion_vs_single_agent
     from selfevolve.mass.design import load_champions
