@@ -323,7 +323,8 @@ def test_split_solve_combine_reaches_any_sum_its_parts_can():
     assert validate_design(design, DesignLimits()) == (True, "ok")
     qs = arith.generate(40, seed=7, forms=["6+6", "5+4", "4+3", "3+4", "6+1", "2+2", "1+1"])
     carry_through = qs[0].model_copy(update={"id": "carry", "text": "Compute 999999 + 1.", "spec": arith.MathSpec(answer="1000000")})
-    qs.append(carry_through)
+    zeros = qs[0].model_copy(update={"id": "zeros", "text": "Compute 4050 + 1008.", "spec": arith.MathSpec(answer="5058")})
+    qs += [carry_through, zeros]  # low parts "050 + 008": written as they stand
     from helpers import split_world
 
     backend = ScriptBackend(split_world)

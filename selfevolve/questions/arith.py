@@ -261,6 +261,15 @@ def split_sum(a: int, b: int, digits: int = SPLIT_DIGITS) -> tuple[tuple[int, in
     return (a % m, b % m), (a // m, b // m)
 
 
+def low_digits(n: int, digits: int = SPLIT_DIGITS) -> str:
+    """The low part of ``n`` as the splitter writes it: its last ``digits`` digits as they stand,
+    zeros kept (``4050`` -> ``050``; ``7`` -> ``7``). Measured (docs/measurements.md, "December 5
+    (evening)"): written as a number (``50``) the splitter also had to drop the zeros, and misread
+    the low part of most 4-digit operands with a zero in it; as written, the workflow answered 0.95
+    of the frontier instead of 0.82 (one seed)."""
+    return str(n)[-digits:]
+
+
 def combine_sums(low: int, high: int, digits: int = SPLIT_DIGITS) -> int:
     """``a + b`` from its parts' sums (:func:`split_sum`): the low sum's carry (its digits above the
     ``digits`` lowest) added to the high sum, followed by the low sum's ``digits`` lowest digits."""
