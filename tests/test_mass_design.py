@@ -336,5 +336,8 @@ def test_split_solve_combine_reaches_any_sum_its_parts_can():
         x, y = re.search(r"part: (\d+) \+ (\d+)$", p).groups()
         assert max(len(x), len(y)) <= arith.SPLIT_DIGITS
     assert [d.name for d in seed_designs("math")] == ["single_agent", "split_solve_combine", "planner_solver", "planner_solver_review"]
+    from selfevolve.config import Params
+
+    assert [d.name for d in seed_designs("math")] == Params().mass.seed_designs  # config's names and the designs agree
     assert "split_solve_combine" not in [d.name for d in seed_designs("code")]
     assert [d.name for d in seed_designs("math", ["planner_solver", "single_agent"])] == ["planner_solver", "single_agent"]

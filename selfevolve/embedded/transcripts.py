@@ -121,9 +121,9 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
     else:
         shown = arith.make_question(rng, rng.choice(seed_forms), "combine")
         top = 2 * 10 ** arith.SPLIT_DIGITS - 2
-        low, high = rng.randint(0, top), rng.randint(0, rng.choice([0, 19, 199, top]))
-        user = D.compose_prompt(D.COMBINE_INSTRUCTION, shown.text, [(D.LOW_SUM, str(low)), (D.HIGH_SUM, str(high))])
-        reply = f"<think>{arith.combine_worked(low, high)}</think><answer>{arith.combine_sums(low, high)}</answer>"
+        low_sum, high_sum = rng.randint(0, top), rng.randint(0, rng.choice([0, 19, 199, top]))
+        user = D.compose_prompt(D.COMBINE_INSTRUCTION, shown.text, [(D.LOW_SUM, str(low_sum)), (D.HIGH_SUM, str(high_sum))])
+        reply = f"<think>{arith.combine_worked(low_sum, high_sum)}</think><answer>{arith.combine_sums(low_sum, high_sum)}</answer>"
     return "solver", [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
 
 

@@ -69,9 +69,10 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     Then the split workflow's round (``mass.design.split_solve_combine``; :func:`split_role_rows`):
     ``bootstrap.split_steps`` more steps at ``bootstrap.split_learning_rate``, ``bootstrap.split_share``
     of each batch on its roles' transcripts, the rest on the warm start's; the model is probed
-    again and that check is the kept one. Measured (docs/measurements.md, "December 5 (evening)"): mixed into the warm start at a
-    fifth of its transcripts the roles stayed unlearned (the workflow 0.01 beyond the frontier, one
-    pass 0.19); as a round of their own on the warm-started model they were learned.
+    again and that check is the kept one. Measured (docs/measurements.md, "December 5 (evening)"):
+    mixed into the warm start at a fifth of its transcripts the roles stayed unlearned (the workflow
+    0.01 beyond the frontier, one pass 0.19); as a round of their own on the warm-started model
+    they were learned.
 
     Raises ``ValueError`` if the transcripts are empty.
     """

@@ -11,11 +11,12 @@ stand-alone search.
 
 from __future__ import annotations
 
+from statistics import fmean
 from typing import Any, Mapping, Sequence
 
 from selfevolve.backends.base import Backend, SamplingConfig
 from selfevolve.mass.design import DesignLimits, WorkflowDesign, single_agent
-from selfevolve.mass.fitness import evaluate_design, verify_trajectories
+from selfevolve.mass.fitness import evaluate_design
 from selfevolve.verifiers.grading import VerifyFn
 from selfevolve.records import Question
 
@@ -57,20 +58,19 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
         limits = DesignLimits.from_params(mass_params, max_model_len=max_model_len, max_new_tokens=max_new_tokens,
                                           question_chars=max(len(q.text) for q in qs))
         row: dict[str, Any] = {"questions": len(qs)}
-        right: dict[str, list[int]] = {}
-        splits = sorted({q.split for q in qs if q.split})
+        right: dict[str, list[int]] = {}  # per design, 1/0 per question: the verdicts evaluate_design set on its runs
+        pick = {sp: [i for i, q in enumerate(qs) if q.split == sp] for sp in sorted({q.split for q in qs if q.split})}
         for name, design in (("single_agent", single_agent(dom)), ("champion", champions[dom])):
             if name == "champion" and design.design_id == row["single_agent"]["design_id"]:
                 row[name], right[name] = dict(row["single_agent"]), right["single_agent"]  # the same greedy runs: not run twice
                 continue
             ev, res = evaluate_design(backend, design, qs, verify_fn=verify_fn, limits=limits, sampling=sampling, seed=seed,
                                       check_limits=False)
-            right[name] = [int(bool(s)) for s in verify_trajectories(res.trajectories, qs, verify_fn)]
-            by_split = {sp: _mean([r for r, q in zip(right[name], qs) if q.split == sp]) for sp in splits}
+            right[name] = [int(bool(t.correct)) for t in res.trajectories]
+            by_split = {sp: fmean(right[name][i] for i in ix) for sp, ix in pick.items()}
             row[name] = {"design_id": ev.design_id, "agents": design.agent_ids, "gate": design.gate is not None,
                          **{k: getattr(ev, k) for k in ROW_KEYS}, "by_split": by_split}
         row["ratios"] = {k: _ratio(row["champion"][k], row["single_agent"][k]) for k in ROW_KEYS}
-        pick = {sp: [i for i, q in enumerate(qs) if q.split == sp] for sp in splits}
         row["p"] = mcnemar_exact(right["single_agent"], right["champion"])[0]
         row["p_by_split"] = {sp: mcnemar_exact([right["single_agent"][i] for i in ix], [right["champion"][i] for i in ix])[0]
                              for sp, ix in pick.items()}
@@ -88,10 +88,6 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
             for sp, acc in row[name]["by_split"].items():
                 metrics[f"{prefix}{name}_accuracy_{sp}"] = float(acc)
     return rows, metrics
-
-
-def _mean(xs: Sequence[int]) -> float:
-    return sum(xs) / len(xs) if xs else 0.0
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
