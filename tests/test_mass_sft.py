@@ -101,6 +101,36 @@ def test_a_champion_run_becomes_the_single_passs_prompt_and_its_accepted_answer(
     assert chat[1]["content"] == solver_outputs[0]
 
 
+def test_a_split_champion_trains_each_agent_on_its_own_turns():
+    """The split workflow's answer agent is a combiner, not the Solver: its runs become one chat per
+    DAG step in that agent's own context (Multiagent Finetuning), never the combiner's reply under
+    the single pass's prompt (measured to break one pass). Each chat is the turn as it ran."""
+    from helpers import split_world
+    from selfevolve.mass.design import split_solve_combine
+    from selfevolve.mass.sft_data import solver_answers
+
+    class Split(Backend):
+        name = "split"
+
+        def chat(self, conversations, sampling):
+            return [[Completion(text=split_world(conv[-1]["content"]), output_tokens=3)] for conv in conversations]
+
+    design = split_solve_combine()
+    assert not solver_answers(design, "math")
+    assert all(solver_answers(d, "math") for d in (single_agent(), planner_solver(), planner_solver_review()))
+    qs = arith.generate(4, seed=3, forms=["5+4", "4+3"])
+    res = run_design(Split(), design, qs, limits=DesignLimits(max_model_len=1024))
+    assert [t.final_answer for t in res.trajectories] == [q.spec.answer for q in qs]
+    chats = trajectories_to_chats(res.trajectories, qs, {"math": design})
+    assert len(chats) == 4 * len(qs)
+    solver_prompts = {build_messages(q, SOLVER_PROMPT)[-1]["content"] for q in qs}
+    for t, run_chats in zip(res.trajectories, [chats[i:i + 4] for i in range(0, len(chats), 4)]):
+        turns = [(m.content, n.content) for m, n in zip(t.messages, t.messages[1:]) if m.role == "user" and n.role == "assistant"]
+        assert [(c[0]["content"], c[1]["content"]) for c in run_chats] == turns
+        assert not {c[0]["content"] for c in run_chats} & solver_prompts
+        assert f"<answer>{t.final_answer}</answer>" in run_chats[-1][1]["content"]  # the combiner's, in its context
+
+
 def test_sft_chats_are_mixed_with_replay_of_what_the_model_masters():
     """``fraction`` of the result is replay (the rows' prompt and completion as a chat), drawn
     without replacement and shuffled in; nothing is replayed at 0 or with no chats; seeded."""

@@ -127,8 +127,8 @@ def datasets(ctx: StageContext) -> dict:
       ``sage.frontier_band`` (:func:`self_labels`; none when ``sage.ablation.train_solver`` is off).
     * ``earlier_labels.jsonl``: every earlier cycle's self-labels (the starting cycle's earlier
       labels plus its self-labels).
-    * ``sft_dataset.jsonl``: the MASS champion's verified answers as single-pass Solver chats
-      (``selfevolve.mass.sft_data``).
+    * ``sft_dataset.jsonl``: the MASS champion's verified runs as SFT chats: single-pass Solver
+      chats, or each agent's own turns when the answer agent is not the Solver (``selfevolve.mass.sft_data``).
     """
     from selfevolve.mass.sft_data import chats_to_records, trajectories_to_chats
     from selfevolve.training.advantages import role_advantages
@@ -234,8 +234,8 @@ def train_rl(ctx: StageContext) -> dict:
 
 
 def train_sft(ctx: StageContext) -> dict:
-    """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS champion's verified answers as
-    single-pass chats, ``sft.replay_fraction`` of them replaying the warm start's transcripts and
+    """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS champion's verified runs
+    (``selfevolve.mass.sft_data``), ``sft.replay_fraction`` of them replaying the warm start's transcripts and
     earlier self-labels (``training.sft.with_replay``); the result is the cycle's model
     ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
 
