@@ -114,8 +114,7 @@ def split_world(prompt: str, j: int = 0) -> str:
     head = prompt.split("\n")[0]
     if head == D.SPLIT_INSTRUCTION:
         a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
-        _, (ha, hb) = arith.split_sum(a, b)
-        return f"<low>{arith.low_digits(a)} + {arith.low_digits(b)}</low><high>{ha} + {hb}</high>"
+        return arith.split_reply(a, b)
     if head == D.PART_INSTRUCTION:
         x, y = map(int, re.search(r"\n(?:Low|High) part: (\d+) \+ (\d+)$", prompt).groups())
         return f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"

@@ -413,15 +413,15 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
         (la, lb), (ha, hb) = arith.split_sum(a, b)
         if head == D.SPLIT_INSTRUCTION:
             counts["splitter"] += 1
-            low = f"{str(a)[-3:]} + {str(b)[-3:]}"  # the last 3 digits as they stand, zeros kept
-            assert reply == f"<low>{low}</low><high>{ha} + {hb}</high>" and "<answer>" not in reply
+            pa, pb = str(a).zfill(6), str(b).zfill(6)  # read off both numbers padded to 6 digits, zeros kept
+            assert reply == f"<think>{pa}+{pb}</think><low>{pa[3:]} + {pb[3:]}</low><high>{pa[:3]} + {pb[:3]}</high>"
+            assert "<answer>" not in reply
             long_split += min(len(str(a)), len(str(b))) >= 5
         elif head == D.PART_INSTRUCTION:
             counts["part"] += 1
             label, x, y = re.search(r"\n(Low part|High part): (\d+) \+ (\d+)$", prompt).groups()
             assert (int(x), int(y)) == ((la, lb) if label == D.LOW_PART else (ha, hb))
-            if label == D.LOW_PART:
-                assert (x, y) == (str(a)[-3:], str(b)[-3:])
+            assert (x, y) == ((str(a).zfill(6)[3:], str(b).zfill(6)[3:]) if label == D.LOW_PART else (str(a).zfill(6)[:3], str(b).zfill(6)[:3]))
             assert max(len(x), len(y)) <= arith.SPLIT_DIGITS
             assert reply == f"<think>{arith.scratchpad([int(x), int(y)], ['+'])}</think><answer>{int(x) + int(y)}</answer>"
         else:

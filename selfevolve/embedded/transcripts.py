@@ -99,8 +99,8 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
     (``warm_start.split_role_rows``). None holds the sum of a question beyond the seed forms:
 
     * splitter: ``Compute a + b.`` (each operand 1 to ``max_digits`` digits, drawn on its own) ->
-      ``<low>..</low><high>..</high>`` (``arith.low_digits``, ``arith.split_sum``): reading, like the
-      alignment practice;
+      both numbers padded, then ``<low>..</low><high>..</high>`` (``arith.split_reply``): reading,
+      like the alignment practice;
     * part solver: that problem with its low or high part -> the part's worked sum, a seed-form sum;
     * combiner: a seed-form problem shown with a low and a high sum drawn at random (unrelated to it,
       so its answer is no sum of any question) -> ``arith.combine_worked`` and the combined number.
@@ -111,11 +111,11 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
     a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
     problem = f"Compute {arith.expression_text([a, b], ['+'])}."
     (la, lb), (ha, hb) = arith.split_sum(a, b)
-    low = f"{arith.low_digits(a)} + {arith.low_digits(b)}"
+    _, low, high = arith.split_parts(a, b)
     if role == "splitter":
-        user, reply = D.compose_prompt(D.SPLIT_INSTRUCTION, problem), f"<low>{low}</low><high>{ha} + {hb}</high>"
+        user, reply = D.compose_prompt(D.SPLIT_INSTRUCTION, problem), arith.split_reply(a, b)
     elif role == "part":
-        label, shown, (x, y) = rng.choice([(D.LOW_PART, low, (la, lb)), (D.HIGH_PART, f"{ha} + {hb}", (ha, hb))])
+        label, shown, (x, y) = rng.choice([(D.LOW_PART, low, (la, lb)), (D.HIGH_PART, high, (ha, hb))])
         user = D.compose_prompt(D.PART_INSTRUCTION, problem, [(label, shown)])
         reply = f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
     else:

@@ -450,8 +450,8 @@ def planner_solver_review(domain: Domain = "math") -> WorkflowDesign:
     return base.model_copy(update={"gate": Gate(reviewer="planner", max_redelegations=1), "name": "planner_solver_review"})
 
 
-SPLIT_INSTRUCTION = (f"Split the problem: the last {arith.SPLIT_DIGITS} digits of each number inside <low></low>, "
-                     "the digits before them inside <high></high>.")
+SPLIT_INSTRUCTION = (f"Split the problem: both numbers with zeros in front to {2 * arith.SPLIT_DIGITS} digits inside <think></think>, then "
+                     f"the last {arith.SPLIT_DIGITS} digits of each inside <low></low> and the digits before them inside <high></high>.")
 PART_INSTRUCTION = "Solve the part below. Think inside <think></think>, then give the final answer inside <answer></answer>."
 COMBINE_INSTRUCTION = ("Combine the low and high sums: carry the low sum's thousands into the high sum. "
                        "Think inside <think></think>, then give the final answer inside <answer></answer>.")
@@ -460,11 +460,11 @@ LOW_PART, HIGH_PART, LOW_SUM, HIGH_SUM = "Low part", "High part", "Low", "High"
 
 
 def split_solve_combine(domain: Domain = "math") -> WorkflowDesign:
-    """Decomposition (SECToR, Zhang et al. 2023, arXiv 2309.08589): a splitter (orchestrator) writes a
-    sum's low part (the last :data:`arith.SPLIT_DIGITS` digits of each number) and high part, two
-    part solvers compute them, and a combiner carries the low sum into the high one
-    (``arith.split_sum`` / ``arith.combine_worked``). Every sum of the ladder up to 6+6 digits becomes
-    two seed-form sums. Its roles are taught in the embedded warm start's last round
+    """Decomposition (SECToR, Zhang et al. 2023, arXiv 2309.08589): a splitter (orchestrator) pads
+    both numbers and writes a sum's low part (the last :data:`arith.SPLIT_DIGITS` digits of each)
+    and high part (``arith.split_reply``), two part solvers compute them, and a combiner carries the
+    low sum into the high one (``arith.combine_worked``). Every sum up to 6+6 digits becomes two
+    seed-form sums. Its roles are taught in the embedded warm start's last round
     (``bootstrap.split_steps``; reading and seed-form sums only); a model that never learned them
     scores 0 with it, and the search keeps the single agent."""
     agents = [AgentSpec(agent_id="splitter", role="Splitter", instruction=SPLIT_INSTRUCTION),

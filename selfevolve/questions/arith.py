@@ -261,13 +261,26 @@ def split_sum(a: int, b: int, digits: int = SPLIT_DIGITS) -> tuple[tuple[int, in
     return (a % m, b % m), (a // m, b // m)
 
 
-def low_digits(n: int, digits: int = SPLIT_DIGITS) -> str:
-    """The low part of ``n`` as the splitter writes it: its last ``digits`` digits as they stand,
-    zeros kept (``4050`` -> ``050``; ``7`` -> ``7``). Measured (docs/measurements.md, "December 5
-    (evening)"): written as a number (``50``) the splitter also had to drop the zeros, and misread
-    the low part of most 4-digit operands with a zero in it; as written, the workflow answered 0.95
-    of the frontier instead of 0.82 (one seed)."""
-    return str(n)[-digits:]
+def split_parts(a: int, b: int, digits: int = SPLIT_DIGITS) -> tuple[str, str, str]:
+    """How the splitter writes ``a + b``'s parts: ``(padded, low, high)``, with both numbers
+    zero-padded to one width (``2 * digits``, or the longer number's length), the low part the last
+    ``digits`` of each padded number and the high part the digits before them, zeros kept:
+    ``4050 + 542`` -> ``("004050+000542", "050 + 542", "004 + 000")``. Their values are
+    :func:`split_sum`'s. Measured (docs/measurements.md, "December 5 (night)"): the parts copied
+    from the numbers as written (``<low>050 + 542</low>``, an offset from each number's end) were
+    misread by one seed's splitter on most 4-digit operands (its workflow 0.41 on the frontier;
+    0.93 after 1,000 more steps); copied from the padded line at fixed places, 0.98 on the frontier
+    and 0.85 beyond instead of 0.52, from the same model and steps."""
+    width = max(2 * digits, len(str(a)), len(str(b)))
+    pa, pb = f"{a:0{width}d}", f"{b:0{width}d}"
+    return f"{pa}+{pb}", f"{pa[-digits:]} + {pb[-digits:]}", f"{pa[:-digits]} + {pb[:-digits]}"
+
+
+def split_reply(a: int, b: int, digits: int = SPLIT_DIGITS) -> str:
+    """The splitter's whole reply for ``a + b`` (:func:`split_parts`):
+    ``<think>004050+000542</think><low>050 + 542</low><high>004 + 000</high>``; no sum, no answer."""
+    padded, low, high = split_parts(a, b, digits)
+    return f"<think>{padded}</think><low>{low}</low><high>{high}</high>"
 
 
 def combine_sums(low: int, high: int, digits: int = SPLIT_DIGITS) -> int:
