@@ -130,6 +130,36 @@ def test_a_split_champion_trains_each_agent_on_its_own_turns():
         assert not {c[0]["content"] for c in run_chats} & solver_prompts
         assert f"<answer>{t.final_answer}</answer>" in run_chats[-1][1]["content"]  # the combiner's, in its context
 
+    class Regated(Split):
+        """The combiner's first answer is wrong and the reviewer rejects it; its re-delegated one is right."""
+
+        def chat(self, conversations, sampling):
+            out = []
+            for conv in conversations:
+                p = conv[-1]["content"]
+                if "Reply <score>" in p:
+                    text = "<score>9</score>" if "<answer>2000</answer>" in p else "<score>2</score>"
+                elif p.startswith("The reviewer rejected"):
+                    text = split_world(conv[-3]["content"])
+                elif p.startswith(D.COMBINE_INSTRUCTION):
+                    text = "<think>low</think><answer>0</answer>"
+                else:
+                    text = split_world(p)
+                out.append([Completion(text=text, output_tokens=3)])
+            return out
+
+    from selfevolve.mass import design as D
+    from selfevolve.mass.design import Gate
+
+    gated = design.model_copy(update={"gate": Gate(reviewer="splitter", max_redelegations=1)})
+    q = arith.generate(1, seed=5, forms=["4+3"])[0].model_copy(update={"text": "Compute 1500 + 500.", "spec": arith.MathSpec(answer="2000")})
+    res = run_design(Regated(), gated, [q], limits=DesignLimits(max_model_len=1024, max_calls=8))
+    t = res.trajectories[0]
+    assert t.final_answer == "2000" and len([m for m in t.messages if m.agent_id == "combiner" and m.role == "assistant"]) == 2
+    chats = trajectories_to_chats(res.trajectories, [q], {"math": gated})
+    # the splitter's and part solvers' steps only: not the review, the re-delegation or the rejected answer
+    assert [c[0]["content"].split("\n")[0] for c in chats] == [D.SPLIT_INSTRUCTION, D.PART_INSTRUCTION, D.PART_INSTRUCTION]
+
 
 def test_sft_chats_are_mixed_with_replay_of_what_the_model_masters():
     """``fraction`` of the result is replay (the rows' prompt and completion as a chat), drawn

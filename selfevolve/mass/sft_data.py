@@ -50,7 +50,8 @@ def trajectory_to_chats(traj: Trajectory, question: Question, design: WorkflowDe
     <single agent's prompt>}, {"role": "assistant", "content": <accepted answer>}]``; the accepted
     answer is the answer agent's last output whose parsed answer is the run's ``final_answer``
     (after a gate's re-delegation, the attempt the gate accepted), else its last output. Otherwise
-    one ``[user, assistant]`` chat per agent turn as it ran (its user turn, its reply), in order.
+    one ``[user, assistant]`` chat per DAG step as it ran (the agent's user turn, its reply), in
+    order; gate reviews and re-delegations stay out, and so does an answer that was not accepted.
 
     Raises ``ValueError`` if the trajectory belongs to another question or design, or its answer
     agent never answered."""
