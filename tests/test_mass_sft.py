@@ -106,7 +106,8 @@ def test_a_split_champion_trains_each_agent_on_its_own_turns():
     DAG step in that agent's own context (Multiagent Finetuning), never the combiner's reply under
     the single pass's prompt (measured to break one pass). Each chat is the turn as it ran."""
     from helpers import split_world
-    from selfevolve.mass.design import split_solve_combine
+    from selfevolve.mass import design as D
+    from selfevolve.mass.design import Gate, split_solve_combine
     from selfevolve.mass.sft_data import solver_answers
 
     class Split(Backend):
@@ -147,9 +148,6 @@ def test_a_split_champion_trains_each_agent_on_its_own_turns():
                     text = split_world(p)
                 out.append([Completion(text=text, output_tokens=3)])
             return out
-
-    from selfevolve.mass import design as D
-    from selfevolve.mass.design import Gate
 
     gated = design.model_copy(update={"gate": Gate(reviewer="splitter", max_redelegations=1)})
     q = arith.generate(1, seed=5, forms=["4+3"])[0].model_copy(update={"text": "Compute 1500 + 500.", "spec": arith.MathSpec(answer="2000")})

@@ -64,11 +64,15 @@ def trajectory_to_chats(traj: Trajectory, question: Question, design: WorkflowDe
         raise ValueError(f"trajectory {traj.id} has no output of its answer agent {design.answer!r} to train on")
     accepted = [o for o in outputs if traj.final_answer is not None and parse_solver(o, question.domain).answer == traj.final_answer]
     if not solver_answers(design, question.domain):
-        steps = [(u, a) for u, a in zip(traj.messages, traj.messages[1:])
-                 if u.role == "user" and a.role == "assistant" and u.agent_id == a.agent_id in design.agent_ids
-                 and u.content.startswith(design.agent(u.agent_id).instruction.strip())]  # DAG steps, not gate rounds
-        return [[{"role": "user", "content": u.content}, {"role": "assistant", "content": a.content}] for u, a in steps
-                if a.agent_id != design.answer or a.content in accepted]
+        instructions = {ag.agent_id: ag.instruction.strip() for ag in design.agents}
+
+        def dag_step(u, a) -> bool:  # an agent's own turn from its instruction, not a gate's review or re-delegation
+            return (u.role == "user" and a.role == "assistant" and u.agent_id == a.agent_id and u.agent_id in instructions
+                    and u.content.startswith(instructions[u.agent_id]))
+
+        return [[{"role": "user", "content": u.content}, {"role": "assistant", "content": a.content}]
+                for u, a in zip(traj.messages, traj.messages[1:])
+                if dag_step(u, a) and (a.agent_id != design.answer or a.content in accepted)]
     solver = single_agent(question.domain).agents[0]
     return [[{"role": "user", "content": compose_prompt(solver.instruction, question.text)},
              {"role": "assistant", "content": (accepted or outputs)[-1]}]]
