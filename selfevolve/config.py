@@ -225,6 +225,7 @@ class RLParams(_Section):
     label_epochs: float = Field(0.0, ge=0.0, description="expert_iteration: at least this many passes over the labels (more steps when they grow)")
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(2e-4, gt=0, le=1.0)
+    retry_rate: float = Field(0.5, ge=0.0, lt=1.0, description="expert_iteration: a run the guard refused is trained once more from the start at this fraction of learning_rate (0 = no retry)")
     warmup_steps: int = Field(30, ge=0, description="linear learning-rate warm-up of the fresh optimizer")
     decay_steps: int = Field(60, ge=0, description="expert_iteration: the last steps anneal the rate (cosine) to min_lr_ratio")
     min_lr_ratio: float = Field(0.01, ge=0.0, le=1.0)

@@ -216,12 +216,38 @@ def test_a_run_that_does_not_validate_better_keeps_the_start(tiny_model_dir, tmp
     params = Params()
     params.rl.steps, params.rl.batch_size, params.rl.learning_rate = 5, 4, 3e-3
     params.model.train_precision = "float32"
-    checks = iter([[1] * 10, [0] * 10])
+    checks = iter([[1] * 10, [0] * 10, [0] * 10])  # the start, the run, its retry at half the rate
     summary = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: next(checks), TrainConfig.from_params(params), tmp_path / "out")
-    assert summary["best_step"] == 0
+    assert summary["best_step"] == 0 and summary["attempts"] == 2 and summary["kept_learning_rate"] == 0.0
+    assert [c.get("learning_rate") for c in summary["val_curve"]] == [None, 3e-3, 1.5e-3]
     start = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
     kept = AutoModelForCausalLM.from_pretrained(tmp_path / "out").state_dict()
     assert all(torch.equal(start[k], kept[k]) for k in start)
+
+
+def test_a_refused_run_is_trained_again_from_the_start_at_a_smaller_rate(tiny_model_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    labels = [_row(i, f"Compute {i} + {i}.", f"<answer>{2 * i}</answer>") for i in range(4)]
+    params = Params()
+    params.rl.steps, params.rl.batch_size, params.rl.learning_rate, params.rl.retry_rate = 5, 4, 3e-3, 0.5
+    params.model.train_precision = "float32"
+    checks = iter([[1] * 5 + [0] * 5, [0] * 10, [1] * 10])  # the start; the run refused; its retry better
+    summary = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: next(checks), TrainConfig.from_params(params),
+                                     tmp_path / "retried")
+    assert summary["best_step"] == 5 and summary["attempts"] == 2 and summary["kept_learning_rate"] == 1.5e-3
+    # the retry is the run a rate of 1.5e-3 makes from the start: the same batches, not the refused weights
+    params.rl.learning_rate, params.rl.retry_rate = 1.5e-3, 0.0
+    checks = iter([[1] * 5 + [0] * 5, [1] * 10])
+    once = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: next(checks), TrainConfig.from_params(params),
+                                  tmp_path / "once")
+    assert once["attempts"] == 1 and once["kept_learning_rate"] == 1.5e-3
+    retried = AutoModelForCausalLM.from_pretrained(tmp_path / "retried").state_dict()
+    direct = AutoModelForCausalLM.from_pretrained(tmp_path / "once").state_dict()
+    start = AutoModelForCausalLM.from_pretrained(tiny_model_dir).state_dict()
+    assert all(torch.equal(retried[k], direct[k]) for k in start)
+    assert not all(torch.equal(start[k], retried[k]) for k in start)
 
 
 def test_nothing_to_learn_saves_the_model_unchanged(tiny_model_dir, tmp_path):

@@ -25,7 +25,11 @@ The loss is the NLL of the completion tokens of the whole batch (``selfevolve.tr
 fresh AdamW, ``rl.warmup_steps`` of linear warm-up, constant rate, cosine decay over the last
 ``rl.decay_steps`` to ``rl.min_lr_ratio``). Validation runs before and after
 (``CheckpointSelector``, ``rl.selection``): by default the trained model is kept unless it is
-lower on the questions being moved or lost on the forms the start already masters.
+lower on the questions being moved or lost on the forms the start already masters. A refused run
+is trained once more from the start on the same batches at ``rl.retry_rate`` of the learning rate
+(a trust region's rejected step, shrunk): measured on the float32 `make run`'s second cycle
+(docs/measurements.md, "December 5 (late)"), 2e-4 cost 4+3 and 5+3 (0.90 -> 0.69, 0.76 -> 0.38 on
+validation) while 1e-4 moved 4+4 0.57 -> 0.83 and kept every mastered form.
 """
 
 from __future__ import annotations
@@ -95,12 +99,13 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
         replay: earlier rows to mix in (the warm start's transcripts).
         others: rollouts of the other roles carrying ``advantage``; those above zero are imitated.
         validate: ``validate(model, tokenizer) -> [0/1 per validation question]`` (the stage's).
-        config: ``rl.TrainConfig``: ``rl`` (steps, label_epochs, batch_size, learning_rate, warmup_steps,
+        config: ``rl.TrainConfig``: ``rl`` (steps, label_epochs, batch_size, learning_rate, retry_rate, warmup_steps,
             decay_steps, min_lr_ratio, replay_fraction, other_roles_fraction, max_grad_norm,
             selection), ``lora``, ``seed``, ``max_model_len`` and ``train_precision``.
         on_step: ``on_step(step, metrics)`` after each update (loss, learning rate).
 
-    Returns a summary (``trained``, ``steps``, ``rows_*``, ``batch_*``, ``best_step``,
+    Returns a summary (``trained``, ``steps``, ``rows_*``, ``batch_*``, ``best_step``, ``attempts``,
+    ``kept_learning_rate`` (0 when the start was kept),
     ``best_val_accuracy``, ``initial_val_accuracy``, ``final_val_accuracy``, ``val_curve``,
     ``loss_curve``, ``seconds``), also written as ``out_dir/rl.json``. With nothing to train on (or
     ``rl.steps`` = 0) the input model is saved unchanged (``trained`` False).
@@ -127,25 +132,36 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
 
     import torch
 
-    torch.manual_seed(config.seed)
-    select = CheckpointSelector(model, tok, validate, rl, checks=1)
+    rates = [rl.learning_rate] + ([rl.learning_rate * rl.retry_rate] if rl.retry_rate > 0 else [])
+    select = CheckpointSelector(model, tok, validate, rl, checks=len(rates))
     select.check(0)
-    loss_curve = fit(model, tok, draw, steps=steps, learning_rate=rl.learning_rate, warmup_steps=rl.warmup_steps,
-                     decay_steps=rl.decay_steps, min_lr_ratio=rl.min_lr_ratio, max_length=config.max_model_len,
-                     seed=config.seed, precision=config.train_precision, max_grad_norm=rl.max_grad_norm,
-                     desc="train_rl (expert iteration)", on_step=on_step)
-    entry = select.check(steps)
-    slipped = slipped_forms(select.curve, select.allowance)
-    if select.best_step == 0 and slipped:
-        log.warning("the retention guard kept the starting model: mastered forms that slipped (start -> trained): %s",
-                    ", ".join(f"{f} {a:.3f} -> {b:.3f}" for f, (a, b) in slipped.items()))
-    if on_step:
-        on_step(steps, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
+    attempt = 0
+    for rate in rates:
+        if attempt:
+            if select.best_step != 0:
+                break
+            log.warning("the guard refused the run at learning rate %.3g; training again from the start at %.3g", rates[0], rate)
+            model.load_state_dict(select.best_state)
+        attempt += 1
+        torch.manual_seed(config.seed)
+        loss_curve = fit(model, tok, draw, steps=steps, learning_rate=rate, warmup_steps=rl.warmup_steps,
+                         decay_steps=rl.decay_steps, min_lr_ratio=rl.min_lr_ratio, max_length=config.max_model_len,
+                         seed=config.seed, precision=config.train_precision, max_grad_norm=rl.max_grad_norm,
+                         desc=f"train_rl (expert iteration, lr {rate:.3g})", on_step=on_step)
+        entry = select.check(steps) | {"attempt": attempt, "learning_rate": rate}
+        select.curve[-1] = entry
+        slipped = slipped_forms(select.curve, select.allowance)
+        if select.best_step == 0 and slipped:
+            log.warning("the retention guard kept the starting model: mastered forms that slipped (start -> trained): %s",
+                        ", ".join(f"{f} {a:.3f} -> {b:.3f}" for f, (a, b) in slipped.items()))
+        if on_step:
+            on_step(steps, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
     model.load_state_dict(select.best_state)
     save_policy(model, tok, out_dir)
     summary = {"trained": True, "algorithm": "expert_iteration", "steps": steps, **counts,
                "batch_labels": n_labels, "batch_replay": n_replay, "batch_other_roles": n_others,
-               "best_step": select.best_step, "best_val_accuracy": select.best_accuracy,
+               "best_step": select.best_step, "best_val_accuracy": select.best_accuracy, "attempts": attempt,
+               "kept_learning_rate": entry["learning_rate"] if select.best_step else 0.0,
                "initial_val_accuracy": select.curve[0]["accuracy"], "final_val_accuracy": entry["accuracy"],
                "final_val_p_vs_start": entry["p_vs_start"], **_guard_numbers(select.curve), "slipped_forms": slipped, "val_curve": select.curve, "loss_curve": loss_curve,
                "seconds": round(time.time() - t0, 2)}
