@@ -148,8 +148,8 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
                          decay_steps=rl.decay_steps, min_lr_ratio=rl.min_lr_ratio, max_length=config.max_model_len,
                          seed=config.seed, precision=config.train_precision, max_grad_norm=rl.max_grad_norm,
                          desc=f"train_rl (expert iteration, lr {rate:.3g})", on_step=on_step)
-        entry = select.check(steps) | {"attempt": attempt, "learning_rate": rate}
-        select.curve[-1] = entry
+        entry = select.check(steps)  # the curve's own entry: the attempt and its rate go into the curve with it
+        entry.update(attempt=attempt, learning_rate=rate)
         slipped = slipped_forms(select.curve, select.allowance)
         if select.best_step == 0 and slipped:
             log.warning("the retention guard kept the starting model: mastered forms that slipped (start -> trained): %s",
