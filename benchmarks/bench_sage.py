@@ -85,7 +85,8 @@ def apply_overrides(params_path: Path | None, overrides: list[str]):
 def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, with_mass: bool, eval_dir: Path) -> Path:
     """Variant project: base model and base data linked/copied from ``base``, its own params.yaml.
     A variant folder left by a run with other params is removed (with its cached evaluations)
-    so that resuming never mixes settings."""
+    so that resuming never mixes settings; one left by a run with fewer (or more) ``--cycles`` and
+    otherwise the same params is kept, so a finished run extended by more cycles resumes."""
     import yaml
 
     (vroot / "models").mkdir(parents=True, exist_ok=True)
@@ -110,7 +111,7 @@ def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, wit
     p["evaluation"]["mass_questions"] = 0
     text = yaml.safe_dump(p, sort_keys=False)
     ppath = vroot / "params.yaml"
-    if ppath.exists() and ppath.read_text() != text:
+    if ppath.exists() and _without_cycles(yaml.safe_load(ppath.read_text())) != _without_cycles(yaml.safe_load(text)):
         print(f"  {name}: params changed since the last run: starting this variant afresh", flush=True)
         shutil.rmtree(vroot)
         for f in eval_dir.glob(f"{name}-c*.json"):
@@ -118,6 +119,11 @@ def prepare_variant(base: Path, vroot: Path, params, name: str, cycles: int, wit
         return prepare_variant(base, vroot, params, name, cycles, with_mass, eval_dir)
     ppath.write_text(text)
     return ppath
+
+
+def _without_cycles(params: dict) -> dict:
+    """``params`` without its ``cycles`` map (which only lists the cycles and their init)."""
+    return {k: v for k, v in params.items() if k != "cycles"}
 
 
 def run_cycles(vroot: Path, params_path: Path, cycles: int, log) -> None:

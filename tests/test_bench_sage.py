@@ -41,3 +41,25 @@ def test_variants_are_valid_params_and_the_control_trains_on_seed_data_only():
         params = bench.apply_overrides(None, [f"{k}={str(v).lower()}" for k, v in overrides.items()])
         if name == "control":
             assert params.sage.ablation.train_solver is False and params.rl.other_roles_fraction == 0.0
+
+
+def test_a_run_extended_by_more_cycles_resumes_and_one_with_other_params_starts_afresh(tmp_path):
+    base = tmp_path / "base"
+    (base / "models" / "base").mkdir(parents=True)
+    (base / "data" / "cycles" / "base").mkdir(parents=True)
+    (base / "data" / "cycles" / "base" / "pool.jsonl").write_text("{}\n")
+    eval_dir, vroot = tmp_path / "eval", tmp_path / "variants" / "full"
+    params = bench.apply_overrides(None, [])
+    bench.prepare_variant(base, vroot, params, "full", 4, True, eval_dir)
+    finished = vroot / "metrics" / "c4" / "train_rl.json"
+    finished.parent.mkdir(parents=True)
+    finished.write_text("{}")
+    eval_dir.mkdir()
+    (eval_dir / "full-c4.json").write_text("{}")
+
+    ppath = bench.prepare_variant(base, vroot, params, "full", 6, True, eval_dir)
+    assert finished.exists() and (eval_dir / "full-c4.json").exists()
+    assert "c6:" in ppath.read_text()
+
+    bench.prepare_variant(base, vroot, bench.apply_overrides(None, ["rl.steps=7"]), "full", 6, True, eval_dir)
+    assert not finished.exists() and not (eval_dir / "full-c4.json").exists()
