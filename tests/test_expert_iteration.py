@@ -234,9 +234,15 @@ def test_a_refused_run_is_trained_again_from_the_start_at_a_smaller_rate(tiny_mo
     params.rl.steps, params.rl.batch_size, params.rl.learning_rate, params.rl.retry_rate = 5, 4, 3e-3, 0.5
     params.model.train_precision = "float32"
     checks = iter([[1] * 5 + [0] * 5, [0] * 10, [1] * 10])  # the start; the run refused; its retry better
+    logged = []
     summary = train_expert_iteration(tiny_model_dir, labels, [], [], lambda m, t: next(checks), TrainConfig.from_params(params),
-                                     tmp_path / "retried")
+                                     tmp_path / "retried", on_step=lambda step, metrics: logged.append((step, *metrics)))
     assert summary["best_step"] == 5 and summary["attempts"] == 2 and summary["kept_learning_rate"] == 1.5e-3
+    # each attempt's curve under its own keys, so the two do not overlap in MLflow's step chart
+    first, retry = logged[:len(logged) // 2], logged[len(logged) // 2:]
+    assert [s for s, *_ in first] == [s for s, *_ in retry] and first[-1][1:] == ("val_accuracy", "val_p_vs_start")
+    assert all(k.startswith("retry_") for _, *keys in retry for k in keys)
+    assert not any(k.startswith("retry_") for _, *keys in first for k in keys)
     # the retry is the run a rate of 1.5e-3 makes from the start: the same batches, not the refused weights
     params.rl.learning_rate, params.rl.retry_rate = 1.5e-3, 0.0
     checks = iter([[1] * 5 + [0] * 5, [1] * 10])

@@ -102,7 +102,8 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
         config: ``rl.TrainConfig``: ``rl`` (steps, label_epochs, batch_size, learning_rate, retry_rate, warmup_steps,
             decay_steps, min_lr_ratio, replay_fraction, other_roles_fraction, max_grad_norm,
             selection), ``lora``, ``seed``, ``max_model_len`` and ``train_precision``.
-        on_step: ``on_step(step, metrics)`` after each update (loss, learning rate).
+        on_step: ``on_step(step, metrics)`` after each update (loss, learning rate) and after the
+            validation at the end (``val_accuracy``, ``val_p_vs_start``); a retry's keys carry ``retry_``.
 
     Returns a summary (``trained``, ``steps``, ``rows_*``, ``batch_*``, ``best_step``, ``attempts``,
     ``kept_learning_rate`` (0 when the start was kept),
@@ -143,19 +144,22 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
             log.warning("the guard refused the run at learning rate %.3g; training again from the start at %.3g", rates[0], rate)
             model.load_state_dict(select.best_state)
         attempt += 1
+        # a retry's curve goes under keys of its own ("retry_loss", ...): on the same steps as the
+        # first run's, it would overlap that curve in MLflow's step chart
+        log_step = on_step if attempt == 1 or not on_step else (lambda s, m: on_step(s, {f"retry_{k}": v for k, v in m.items()}))
         torch.manual_seed(config.seed)
         loss_curve = fit(model, tok, draw, steps=steps, learning_rate=rate, warmup_steps=rl.warmup_steps,
                          decay_steps=rl.decay_steps, min_lr_ratio=rl.min_lr_ratio, max_length=config.max_model_len,
                          seed=config.seed, precision=config.train_precision, max_grad_norm=rl.max_grad_norm,
-                         desc=f"train_rl (expert iteration, lr {rate:.3g})", on_step=on_step)
+                         desc=f"train_rl (expert iteration, lr {rate:.3g})", on_step=log_step)
         entry = select.check(steps)  # the curve's own entry: the attempt and its rate go into the curve with it
         entry.update(attempt=attempt, learning_rate=rate)
         slipped = slipped_forms(select.curve, select.allowance)
         if select.best_step == 0 and slipped:
             log.warning("the retention guard kept the starting model: mastered forms that slipped (start -> trained): %s",
                         ", ".join(f"{f} {a:.3f} -> {b:.3f}" for f, (a, b) in slipped.items()))
-        if on_step:
-            on_step(steps, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
+        if log_step:
+            log_step(steps, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
     model.load_state_dict(select.best_state)
     save_policy(model, tok, out_dir)
     summary = {"trained": True, "algorithm": "expert_iteration", "steps": steps, **counts,
