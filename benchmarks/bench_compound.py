@@ -14,7 +14,9 @@ Per seed, variant and cycle: accuracy per split and per rung (question form), ``
 digits, answered right at least half / nine tenths of the time), and the exact McNemar test of the cycle against the
 previous one (the base for c1) on the unsupervised questions (frontier + beyond); at the last
 cycle, full against no_mass on the rungs beyond the frontier's first rung, and full against
-control. Written to ``<out>/compound.md`` (the README's table), ``<out>/compound.json`` and
+control. What MASS-on cycles end with is a model *and* the workflow its last search kept: that
+champion, run with the last cycle's model on the unsupervised questions, is compared with
+no_mass's single pass too (accuracy beyond the first rung, McNemar, reach). Written to ``<out>/compound.md`` (the README's table), ``<out>/compound.json`` and
 ``<out>/compound.png`` (reach and unsupervised accuracy per cycle, one line per seed and variant).
 
     make bench-compound                                   # 6 cycles, seeds 0 and 1 (hours on 2 cores)
@@ -117,6 +119,61 @@ def pairwise_last(results: dict, questions, a: str, b: str, first_rung: str = "4
             f"only_{a}": up, f"only_{b}": down}
 
 
+def champion_correctness(vroot: Path, cycle: str, questions, params, cache: Path) -> dict | None:
+    """The MASS champion workflow of ``vroot``'s ``cycle`` run greedily with that cycle's model on
+    ``questions``, as the ``evaluate`` stage runs it (``selfevolve.mass.fitness.evaluate_design``,
+    limits not enforced): ``{"design_id", "agents", "correct": [0/1 per question]}``, cached in
+    ``cache``; None when the cycle wrote no champion (a variant without MASS)."""
+    if cache.exists():
+        return json.loads(cache.read_text())
+    from selfevolve.backends import make_backend
+    from selfevolve.backends.base import SamplingConfig
+    from selfevolve.mass.design import DesignLimits, load_champions
+    from selfevolve.mass.fitness import evaluate_design
+    from selfevolve.paths import cycle_paths
+    from selfevolve.verifiers.grading import verify_fn
+
+    paths = cycle_paths(cycle, vroot)
+    if not paths.mass_champions.exists():
+        return None
+    design = load_champions(paths.mass_champions)[questions[0].domain]  # the arith ladder: one domain
+    limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len,
+                                      max_new_tokens=params.evaluation.max_new_tokens,
+                                      question_chars=max(len(q.text) for q in questions))
+    with make_backend(params.model, model_path=str(paths.model)) as backend:
+        _, res = evaluate_design(backend, design, questions, verify_fn=verify_fn(params.verifiers), limits=limits,
+                                 sampling=SamplingConfig(temperature=0.0, max_new_tokens=params.evaluation.max_new_tokens),
+                                 seed=params.seed, check_limits=False)
+    out = {"design_id": design.design_id, "agents": design.agent_ids,
+           "correct": [int(bool(t.correct)) for t in res.trajectories]}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(out))
+    return out
+
+
+def champion_vs(results: dict, questions, champion: dict | None, b: str, first_rung: str = "4+3") -> dict | None:
+    """The last cycle's MASS champion workflow (``champion``: :func:`champion_correctness` on the
+    unsupervised questions) against variant ``b``'s single pass at that cycle, on the unsupervised
+    questions beyond ``first_rung``: accuracies, the exact McNemar p, and both reaches (``reach_50`` /
+    ``reach_90`` over all the unsupervised rungs)."""
+    from selfevolve.questions.arith import reach, rung_size
+
+    v = results["variants"]
+    if champion is None or b not in v:
+        return None
+    last = max(v[b]["cycles"], key=lambda c: int(c[1:]))
+    unsup = [i for i, q in enumerate(questions) if q.split in UNSUPERVISED]
+    team = dict(zip(unsup, champion["correct"]))
+    idx = [i for i in unsup if questions[i].form and rung_size(questions[i].form) > rung_size(first_rung)]
+    xa, xb = [team[i] for i in idx], [v[b]["cycles"][last][i] for i in idx]
+    p, up, down = mcnemar_exact(xb, xa)
+    team_rungs = rung_accuracy([team[i] for i in unsup], [questions[i] for i in unsup])
+    one_rungs = rung_accuracy(v[b]["cycles"][last], questions)
+    return {"cycle": last, "n": len(idx), "design": "->".join(champion["agents"]), "champion": sum(xa) / max(1, len(idx)),
+            b: sum(xb) / max(1, len(idx)), "p": p, "only_champion": up, f"only_{b}": down, "champion_rungs": team_rungs,
+            "reach": {"champion": [reach(team_rungs, 0.5), reach(team_rungs, 0.9)], b: [reach(one_rungs, 0.5), reach(one_rungs, 0.9)]}}
+
+
 def table(per_seed: dict) -> str:
     """Markdown: one row per seed, variant and cycle."""
     lines = ["| seed | variant | cycle | seed forms | frontier | beyond | reach 50 % | reach 90 % | p vs previous (unsupervised) |",
@@ -132,8 +189,11 @@ def table(per_seed: dict) -> str:
         for key, cmp in data["pairwise"].items():
             if cmp:
                 a, b = key.split("_vs_")
-                lines.append(f"\nSeed {seed}, {cmp['cycle']}, {a} vs {b} on {cmp['n']} unsupervised questions beyond 4+3: "
-                             f"{cmp[a]:.3f} vs {cmp[b]:.3f}, exact McNemar p = {cmp['p']:.2g}.")
+                a_name = f"full's MASS champion ({cmp['design']}) with its model" if a == "champion" else f"{a} (single pass)"
+                lines.append(f"\nSeed {seed}, {cmp['cycle']}, {a_name} vs {b} (single pass) on {cmp['n']} unsupervised questions "
+                             f"beyond 4+3: {cmp[a]:.3f} vs {cmp[b]:.3f}, exact McNemar p = {cmp['p']:.2g}"
+                             + (f"; reach 50 % / 90 %: {'/'.join(map(str, cmp['reach'][a]))} vs {'/'.join(map(str, cmp['reach'][b]))}."
+                                if "reach" in cmp else "."))
     return "\n".join(lines)
 
 
@@ -188,9 +248,17 @@ def main(argv: list[str] | None = None) -> dict:
                                    str(args.cycles), "--with-mass", "--out", str(root / "bench"), *extra])
         questions = bench_sage.heldout_questions(root, None)
         assert len(questions) == results["heldout_n"]
+        champion = None
+        if "full" in results["variants"]:  # what MASS-on cycles end with: a model and the workflow its search kept
+            from selfevolve.config import load_params
+
+            unsup = [q for q in questions if q.split in UNSUPERVISED]
+            champion = champion_correctness(root / "bench" / "variants" / "full", f"c{args.cycles}", unsup,
+                                            load_params(ppath), root / "bench" / "eval" / f"full-c{args.cycles}-champion.json")
         per_seed[seed] = {"compounding": compounding(results, questions),
                           "pairwise": {"full_vs_no_mass": pairwise_last(results, questions, "full", "no_mass"),
-                                       "full_vs_control": pairwise_last(results, questions, "full", "control")}}
+                                       "full_vs_control": pairwise_last(results, questions, "full", "control"),
+                                       "champion_vs_no_mass": champion_vs(results, questions, champion, "no_mass")}}
     text = table(per_seed)
     out.mkdir(parents=True, exist_ok=True)
     (out / "compound.md").write_text(text + "\n")

@@ -32,4 +32,22 @@ def test_compounding_reach_and_tests_against_the_previous_cycle():
     assert cmp["n"] == 10 and cmp["full"] == 0.8 and cmp["no_mass"] == 0.2 and cmp["only_full"] == 6 and cmp["p"] < 0.05
     assert bench.pairwise_last(results, qs, "full", "control") is None
     text = bench.table({0: {"compounding": bench.compounding(results, qs), "pairwise": {"full_vs_no_mass": cmp}}})
-    assert "| 0 | full | c2 | 0.000 | 1.000 | 0.800 | 8 | 7 |" in text and "full vs no_mass" in text
+    assert "| 0 | full | c2 | 0.000 | 1.000 | 0.800 | 8 | 7 |" in text and "full (single pass) vs no_mass" in text
+
+
+def test_the_champion_workflow_is_compared_on_the_unsupervised_rungs_beyond_the_first():
+    bench = _bench()
+    qs = [_q(i, "3+3", "seed") for i in range(10)] + [_q(10 + i, "4+3", "frontier") for i in range(10)] + \
+         [_q(20 + i, "5+4", "beyond") for i in range(10)]
+    one_pass = [1] * 10 + [1] * 10 + [1] * 2 + [0] * 8
+    results = {"variants": {"no_mass": {"cycles": {"c1": one_pass, "c2": one_pass}}}}
+    # the champion's outcomes cover the unsupervised questions only (frontier, then beyond)
+    champion = {"design_id": "d", "agents": ["splitter", "low", "high", "combiner"], "correct": [0] * 10 + [1] * 9 + [0]}
+    cmp = bench.champion_vs(results, qs, champion, "no_mass")
+    assert cmp["cycle"] == "c2" and cmp["n"] == 10 and cmp["champion"] == 0.9 and cmp["no_mass"] == 0.2
+    assert cmp["only_champion"] == 7 and cmp["only_no_mass"] == 0 and cmp["p"] < 0.05  # the frontier's 10 losses not counted
+    assert cmp["champion_rungs"] == {"4+3": 0.0, "5+4": 0.9} and cmp["reach"] == {"champion": [9, 9], "no_mass": [7, 7]}
+    assert bench.champion_vs(results, qs, None, "no_mass") is None
+    text = bench.table({0: {"compounding": {}, "pairwise": {"champion_vs_no_mass": cmp}}})
+    assert "full's MASS champion (splitter->low->high->combiner) with its model vs no_mass (single pass)" in text
+    assert text.endswith("reach 50 % / 90 %: 9/9 vs 7/7.")
