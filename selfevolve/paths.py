@@ -107,6 +107,11 @@ class CyclePaths:
         return self.mass_dir / "trajectories.jsonl"
 
     @property
+    def mass_distill(self) -> Path:
+        """Solver rows that distil the champion into the single pass (``selfevolve.mass.distill``)."""
+        return self.mass_dir / "distill.jsonl"
+
+    @property
     def rl_dataset(self) -> Path:
         return self._f("rl_dataset.jsonl")
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 import yaml
 
+from selfevolve.backends.base import Backend, Completion
 from selfevolve.orchestration import services
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +34,8 @@ SMALL = {
     "sage": {"questions_per_cycle": 6, "pool_sample": 6, "solver_samples": 2, "frontier_band": [0.0, 1.0]},
     "rl": {"steps": 3, "batch_size": 4, "eval_every": 2, "eval_questions": 6},
     "sft": {"steps": 2, "batch_size": 2},
-    "mass": {"generations": 1, "population": 2, "eval_questions": 3, "questions": 4, "trajectories_per_question": 1, "max_tokens_per_run": 256},
+    "mass": {"generations": 1, "population": 2, "eval_questions": 3, "questions": 4, "trajectories_per_question": 1, "max_tokens_per_run": 256,
+             "distill_questions": 24},
     "evaluation": {"max_new_tokens": 40, "benchmarks": [{"name": "heldout", "limit": 16, "k": 1}], "mass_questions": 6},
 }
 
@@ -104,6 +106,28 @@ def smollm2_gguf() -> Path:
         return locate(SMOLLM2)
     except ModelImportError as exc:
         pytest.skip(f"SmolLM2 GGUF not available: {exc}")
+
+
+class ScriptBackend(Backend):
+    """Deterministic fake backend: ``reply(last_user_text, sample_index) -> text``; tokens = words, cut
+    at ``max_new_tokens``; every call is kept in ``calls``."""
+
+    name = "script"
+
+    def __init__(self, reply, finish="stop"):
+        self.reply, self.finish, self.calls = reply, finish, []
+
+    def chat(self, conversations, sampling):
+        self.calls.append(([list(c) for c in conversations], sampling))
+        out = []
+        for conv in conversations:
+            row = []
+            for j in range(sampling.n):
+                words = self.reply(conv[-1]["content"], j).split()[: sampling.max_new_tokens]
+                row.append(Completion(text=" ".join(words), prompt_tokens=sum(len(m["content"].split()) for m in conv),
+                                      output_tokens=len(words), finish_reason=self.finish))
+            out.append(row)
+        return out
 
 
 def split_world(prompt: str, j: int = 0) -> str:

@@ -26,30 +26,9 @@ from selfevolve.mass.design import (
     validate_design,
 )
 from selfevolve.mass.executor import STOP_CALLS, STOP_ERROR, STOP_TOKENS, run_design
+from helpers import ScriptBackend
 from selfevolve.roles.templates import render
 from selfevolve.questions import arith
-
-
-class ScriptBackend(Backend):
-    """Deterministic fake: ``reply(last_user_text, sample_index) -> text``; tokens = words."""
-
-    name = "script"
-
-    def __init__(self, reply, finish="stop"):
-        self.reply, self.finish, self.calls = reply, finish, []
-
-    def chat(self, conversations, sampling):
-        self.calls.append(([list(c) for c in conversations], sampling))
-        out = []
-        for conv in conversations:
-            row = []
-            for j in range(sampling.n):
-                text = self.reply(conv[-1]["content"], j)
-                words = text.split()[: sampling.max_new_tokens]
-                row.append(Completion(text=" ".join(words), prompt_tokens=sum(len(m["content"].split()) for m in conv),
-                                      output_tokens=len(words), finish_reason=self.finish))
-            out.append(row)
-        return out
 
 
 def _arith_answer(prompt: str) -> str:

@@ -1,11 +1,15 @@
 """The ``mass_search`` stage: MASS workflow search on the cycle's pool, then trajectories of the
-champion for SFT (``selfevolve.mass.search.search_and_collect``)."""
+champion for SFT (``selfevolve.mass.search.search_and_collect``) and its verified runs on the ladder
+forms where it beats one pass, as the Solver's replies (``selfevolve.mass.distill``)."""
 
 from __future__ import annotations
 
 import json
 
+from selfevolve.mass.design import DesignLimits
+from selfevolve.mass.distill import distill, ladder_forms
 from selfevolve.mass.search import search_and_collect
+from selfevolve.questions.seed_sets import arith_forms
 from selfevolve.pool import where_designs_differ
 from selfevolve.records import Question, Trajectory, read_jsonl, write_json, write_jsonl
 from selfevolve.stages.context import StageContext
@@ -18,9 +22,12 @@ def mass_search(ctx: StageContext) -> dict:
     differ first (``selfevolve.pool.where_designs_differ``), then trajectories of the champion on them.
 
     Writes ``mass/search.json`` (champion per domain, every design's fitness, history per
-    generation), ``mass/champions.json`` (the next cycle's seed champions) and
-    ``mass/trajectories.jsonl`` (kept champion runs). The previous cycle's champions join the
-    first generation. With ``mass.enabled = false`` (or an empty pool) the files hold no search.
+    generation), ``mass/champions.json`` (the next cycle's seed champions),
+    ``mass/trajectories.jsonl`` (kept champion runs) and ``mass/distill.jsonl`` (Solver rows from
+    ``mass.distill_questions`` ladder questions: the math champion's verified runs on the forms where
+    it beats one pass, one pass's own on the forms beside them; ``selfevolve.mass.distill``;
+    ``mass/distill.json`` says which forms and why). The previous cycle's champions join the first generation. With ``mass.enabled =
+    false`` (or an empty pool) the files hold no search.
     """
     P, params = ctx.paths, ctx.params
     previous = json.loads(ctx.init.mass_champions.read_text()) if ctx.init.mass_champions.exists() else None
@@ -29,17 +36,29 @@ def mass_search(ctx: StageContext) -> dict:
         write_json(P.mass_search, {"enabled": params.mass.enabled, "questions": 0})
         write_json(P.mass_champions, dict(previous or {}) if params.mass.enabled else {})
         write_jsonl(P.mass_trajectories, [])
+        write_jsonl(P.mass_distill, [])
         return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
-    pool = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
+    ladder = ladder_forms(pool, arith_forms(params)[0], params.seeds.arith.foothold_short + 1) if params.mass.distill_questions else []
+    sample = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
+    sampling = ctx.sampling("mass_search")
     with ctx.backend() as backend:
-        outcome = search_and_collect(backend, pool, params.mass, verify_fn(params.verifiers), seed=ctx.seed("mass_search"),
-                                     sampling=ctx.sampling("mass_search"), max_model_len=params.model.max_model_len,
-                                     previous_champions=previous)
+        outcome = search_and_collect(backend, sample, params.mass, verify_fn(params.verifiers), seed=ctx.seed("mass_search"),
+                                     sampling=sampling, max_model_len=params.model.max_model_len, previous_champions=previous)
+        champion = outcome.result.champions.get("math")
+        rows, report = [], {"questions": 0, "forms": [], "kept_forms": [], "team_rows": 0, "one_pass_rows": 0}
+        if ladder and champion is not None:
+            limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len, max_new_tokens=sampling.max_new_tokens)
+            rows, report = distill(backend, champion, ladder, ctx.rng("mass_distill"), params.mass.distill_questions,
+                                     prefix=f"{ctx.cycle}-ladder-", verify_fn=verify_fn(params.verifiers), limits=limits,
+                                     max_new_tokens=sampling.max_new_tokens, seed=ctx.seed("mass_distill"))
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())
     write_jsonl(P.mass_trajectories, outcome.trajectories)
-    ctx.log_traces(mass_traces(outcome.trajectories, {q.id: q for q in pool}))
-    return outcome.metrics
+    write_json(P.mass_dir / "distill.json", report)
+    write_jsonl(P.mass_distill, rows)
+    ctx.log_traces(mass_traces(outcome.trajectories, {q.id: q for q in sample}))
+    return outcome.metrics | {"mass_distill_questions": report["questions"], "mass_distill_forms": len(report["forms"]),
+                              "mass_distill_team_rows": report["team_rows"], "mass_distill_one_pass_rows": report["one_pass_rows"]}
 
 
 def mass_traces(trajectories: list[Trajectory], questions: dict[str, Question], n: int = TRACE_ITEMS) -> list[Span]:

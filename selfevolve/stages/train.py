@@ -237,7 +237,11 @@ def train_sft(ctx: StageContext) -> dict:
     """SFT (TRL ``SFTTrainer``) of the RL checkpoint on the MASS champion's verified runs
     (``selfevolve.mass.sft_data``), ``sft.replay_fraction`` of them replaying the warm start's transcripts and
     earlier self-labels (``training.sft.with_replay``); the result is the cycle's model
-    ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged.
+    ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged. When the search
+    distilled its champion into Solver rows (``mass/distill.jsonl``: the team's runs on the forms
+    where it beats one pass; ``selfevolve.mass.distill``), the step trains on those instead, half of
+    each batch, the other half replaying the warm start's transcripts and the Solver's labels
+    (``training.sft.distill_sft``: a longer run than the chats', which a new way of answering needs).
 
     The SFT step is kept only if it does not lower validation accuracy on the questions being moved
     nor, by more than ``rl.retention_tolerance`` (or ``rl.retention_slack`` questions), on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
@@ -245,16 +249,24 @@ def train_sft(ctx: StageContext) -> dict:
     ``sft_kept`` is 0 (the flattened multi-agent chats of the MASS reference were refused here
     every time: they pull the Solver away from its own prompt; docs/measurements.md).
     """
+    from selfevolve.training.config import TrainConfig
+    from selfevolve.training.sft import distill_sft
     from selfevolve.training.sft import train_sft as _train_sft
     from selfevolve.training.sft import with_replay
 
     P, params = ctx.paths, ctx.params
-    chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
-    replayed = []
-    if chats and params.sft.replay_fraction > 0:
-        replayed = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout)
-    chats = with_replay(chats, replayed, params.sft.replay_fraction, ctx.rng("train_sft"))
-    summary = _train_sft(P.rl_model, chats, P.model, params.sft, params.model.lora, seed=params.seed)
+    distilled = read_jsonl(P.mass_distill, Rollout) if params.mass.enabled and P.mass_distill.exists() else []
+    if distilled:
+        replay = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout) + read_jsonl(P.self_labels, Rollout)
+        summary = distill_sft(P.rl_model, distilled, replay, P.model, lora=params.model.lora, seed=params.seed,
+                              precision=TrainConfig.from_params(params).train_precision, max_length=params.model.max_model_len)
+    else:
+        chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
+        replayed = []
+        if chats and params.sft.replay_fraction > 0:
+            replayed = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout)
+        chats = with_replay(chats, replayed, params.sft.replay_fraction, ctx.rng("train_sft"))
+        summary = _train_sft(P.rl_model, chats, P.model, params.sft, params.model.lora, seed=params.seed)
     metrics = _numbers(summary)
     metrics["sft_trained"] = int(bool(summary.get("trained")))
     metrics["sft_kept"] = metrics["sft_trained"]

@@ -1,0 +1,165 @@
+"""The champion's reach distilled into the single pass (``selfevolve.mass.distill``): which forms,
+what a chain looks like, what the train_rl stage draws of it. A scripted backend whose roles are
+done right (``helpers.split_world``) against a one pass that only reads operands of up to 4 digits."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from helpers import ScriptBackend, split_world
+
+from selfevolve.mass.design import DesignLimits, compose_prompt, single_agent, split_solve_combine, template_instruction
+from selfevolve.mass.distill import LADDER_SOURCE, chain_reply, distill, forms_to_distill, ladder_forms
+from selfevolve.questions import arith
+from selfevolve.records import DISTILL_SOURCE, AgentMessage, Rollout, Trajectory
+
+
+def verify(specs, answers):
+    return [float(a is not None and a.strip() == s.answer) for s, a in zip(specs, answers)]
+
+
+def short_one_pass(prompt: str, j: int = 0) -> str:
+    """One pass right when both operands have at most 4 digits; the split roles done right."""
+    if prompt.split("\n")[0] != template_instruction("solver"):
+        return split_world(prompt)
+    a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
+    return f"<think>{arith.scratchpad([a, b], ['+'])}</think><answer>{a + b if max(a, b) < 10 ** 4 else 0}</answer>"
+
+
+def run(design, forms, n, probe=4):
+    return distill(ScriptBackend(short_one_pass), design, forms, random.Random(0), n, prefix="c1-ladder-", verify_fn=verify,
+                   limits=DesignLimits(max_model_len=1024), max_new_tokens=256, seed=0, probe=probe)
+
+
+def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_beside_them():
+    rows, report = run(split_solve_combine(), ["4+3", "6+6", "5+5"], 42)
+    assert report["probe_per_form"] == 4 and report["forms"] == ["5+5", "6+6"] and report["kept_forms"] == ["4+3"]
+    assert report["by_form"]["4+3"] == {"n": 4, "team": 1.0, "one_pass": 1.0} and report["by_form"]["6+6"]["one_pass"] == 0.0
+    # 12 probes, then 30 more: 18 (0.6) for the team's forms, 12 for the kept one; every answer here is right
+    assert report["questions"] == 42 and len(rows) == 42 and report["team_rows"] == 8 + 18 and report["one_pass_rows"] == 4 + 12
+    instruction = single_agent().agents[0].instruction
+    for row in rows:
+        a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.$", row.prompt).groups())
+        assert row.role == "solver" and row.prompt == compose_prompt(instruction, f"Compute {a} + {b}.")  # the single pass's own prompt
+        assert row.completion.endswith(f"<answer>{a + b}</answer>") and row.detail["source"] == DISTILL_SOURCE
+        if row.detail["by"] == "team":
+            assert row.detail["form"] in ("5+5", "6+6") and row.completion.startswith("<think>splitter ")
+            assert "<low>" in row.completion and " combiner " in row.completion
+        else:
+            assert row.detail["form"] == "4+3" and row.completion == short_one_pass(row.prompt)
+    assert [r.id for r in run(split_solve_combine(), ["4+3", "6+6", "5+5"], 42)[0]] == [r.id for r in rows]  # the same draws
+    # a champion that is the single agent carries nothing; nor do no forms, too few questions to probe
+    # each form once, or no form the team wins
+    assert run(single_agent(), ["6+6"], 30)[0] == [] and run(split_solve_combine(), [], 30)[0] == []
+    assert run(split_solve_combine(), ["6+6", "5+5"], 1)[0] == [] and run(split_solve_combine(), ["4+3", "3+4"], 30)[0] == []
+
+
+def test_a_chain_is_every_agent_turn_in_order_and_never_raises_on_model_text():
+    msgs = [AgentMessage(agent_id="splitter", role="user", content="Split ..."),
+            AgentMessage(agent_id="splitter", role="assistant", content="<think>004050+000542</think><low>050 + 542</low><high>004 + 000</high>"),
+            AgentMessage(agent_id="low", role="assistant", content="<think>050+542 r=295 =592</think><answer>592</answer>"),
+            AgentMessage(agent_id="high", role="assistant", content="no tags at all <answer>4"),
+            AgentMessage(agent_id="combiner", role="assistant", content="<think>low 0592 carry 0 rest 592 high 4+0=4 join 4 592</think><answer>4592</answer>")]
+    run = Trajectory(id="t", design_id="d", question_id="q", messages=msgs, final_answer="4592", completed=True, correct=1.0)
+    assert chain_reply(run) == ("<think>splitter 004050+000542 <low>050 + 542</low><high>004 + 000</high> low 050+542 r=295 =592 "
+                                "high no tags at all combiner low 0592 carry 0 rest 592 high 4+0=4 join 4 592</think><answer>4592</answer>")
+    assert chain_reply(run.model_copy(update={"correct": 0.0})) is None
+    assert chain_reply(run.model_copy(update={"final_answer": None})) is None
+    for junk in ("<think>", "</think><low>", "<low><high></low>", "\x00<answer><answer>", ""):
+        odd = run.model_copy(update={"messages": [AgentMessage(agent_id="a", role="assistant", content=junk)]})
+        assert isinstance(chain_reply(odd), str)
+
+
+def test_the_ladder_reaches_as_far_as_the_pool_and_leaves_out_the_seed_forms():
+    seed = arith.seed_forms()
+    pool = arith.generate(20, seed=1, forms=["2+2", "5+1"]) + [arith.generate(1, seed=2, forms=["2+3"])[0].model_copy(update={"form": "x+y"})]
+    forms = ladder_forms(pool, seed, 3)
+    assert forms == ["4+3", "3+4", "4+4", "5+3", "3+5", "5+4", "4+5", "5+5"] and not set(forms) & set(seed)
+    longer = pool + arith.generate(1, seed=3, forms=["6+1"])
+    assert "6+1" in ladder_forms(longer, seed, 1) and "6+1" not in ladder_forms(longer, seed, 3)  # the shorter operand's floor
+    assert ladder_forms([], seed, 3) == []
+    rows = run(split_solve_combine(), forms, 40, probe=2)[0]
+    assert {r.detail["form"] for r in rows if r.detail["by"] == "team"} == {"5+3", "3+5", "5+4", "4+5", "5+5"}  # one pass reads 4 digits
+    assert all(r.question_id.startswith("c1-ladder-") for r in rows) and LADDER_SOURCE == "environment:ladder"
+
+
+def test_forms_are_distilled_only_past_the_margin():
+    qs = arith.generate(10, seed=4, forms=["5+4"]) + arith.generate(10, seed=5, forms=["6+3"])
+    team = [1] * 10 + [1] * 3 + [0] * 7   # 6+3: the team 0.3, one pass 0.2
+    one = [0] * 10 + [1] * 2 + [0] * 8
+    forms, stats = forms_to_distill(qs, team, one)
+    assert forms == ["5+4"] and stats["5+4"]["team"] == 1.0 and stats["5+4"]["one_pass"] == 0.0
+    assert forms_to_distill(qs, team, one, margin=0.05)[0] == ["5+4", "6+3"]
+
+
+def _rows(n, text, reply, source):
+    return [Rollout(id=f"{source}-{i}", role="solver", group=f"g{i}", question_id=f"q{i}", prompt=text.format(i=i),
+                    completion=reply.format(i=i, s=2 * i), reward=1.0, detail={"source": source}) for i in range(n)]
+
+
+def test_distill_sft_teaches_the_rows_and_the_replay_keeps_the_rest(tiny_model_dir, tmp_path):
+    """The distillation step lowers the distilled rows' loss a lot and, drawing half of each batch
+    from the replay, the replayed rows' too; it saves a loadable model; it refuses to run on nothing."""
+    import pytest
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from selfevolve.config import LoraParams
+    from selfevolve.training.loop import sft_loss
+    from selfevolve.training.sft import distill_sft
+
+    rows = _rows(4, "Compute {i}0000 + {i}.", "<think>splitter {i} + 0 low {i} high 0 combiner join</think><answer>{s}</answer>", DISTILL_SOURCE)
+    replay = _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start")
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        before = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        d0, r0 = sft_loss(before, tok, rows, 256).item(), sft_loss(before, tok, replay, 256).item()
+    summary = distill_sft(tiny_model_dir, rows, replay, tmp_path / "out", lora=LoraParams(), steps=30, batch_size=8,
+                          learning_rate=3e-3)
+    with torch.no_grad():
+        after = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+        d1, r1 = sft_loss(after, tok, rows, 256).item(), sft_loss(after, tok, replay, 256).item()
+    assert summary["trained"] and summary["steps"] == 30 and summary["rows"] == 4 and summary["replay_rows"] == 4
+    assert d1 < 0.5 * d0 and r1 < r0
+    for bad, msg in (([], "nothing to distil"), (rows, "share")):
+        with pytest.raises(ValueError, match=msg):
+            distill_sft(tiny_model_dir, bad, replay, tmp_path / "x", lora=LoraParams(), steps=1, share=0.0)
+
+
+def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_them(tiny_model_dir, tmp_path, monkeypatch):
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from selfevolve.config import Params
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import write_jsonl
+    from selfevolve.stages.context import StageContext
+    from selfevolve.stages.train import train_sft
+
+    base, P = cycle_paths("base", tmp_path), cycle_paths("c1", tmp_path)
+    base.dir.mkdir(parents=True)
+    P.mass_dir.mkdir(parents=True)
+    write_jsonl(base.replay, _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start"))
+    write_jsonl(P.earlier_labels, [])
+    write_jsonl(P.self_labels, [])
+    P.sft_dataset.write_text("")
+    write_jsonl(P.mass_distill, _rows(4, "Compute {i}0000 + {i}.", "<think>splitter {i}</think><answer>{s}</answer>", DISTILL_SOURCE))
+    shutil.copytree(tiny_model_dir, P.rl_model)
+    params = Params()
+    params.sft.keep_if_worse = True  # the validation guard is the RL step's, tested there
+    params.model.train_precision = "float32"
+    from selfevolve.training import sft as sft_module
+
+    calls, real = [], sft_module.distill_sft
+    monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: calls.append(k) or real(*a, **{**k, "steps": 4, "batch_size": 4}))
+    metrics = train_sft(StageContext(params, "c1", tmp_path))
+    assert calls and metrics["sft_trained"] == 1 and metrics["rows"] == 4 and metrics["replay_rows"] == 4
+    start, trained = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (P.rl_model, P.model))
+    assert not all(torch.equal(start[k], trained[k]) for k in start)
+    params.mass.enabled = False  # without MASS the rows are not read: the champion's chats (none here) decide
+    shutil.rmtree(P.model)
+    calls.clear()
+    assert train_sft(StageContext(params, "c1", tmp_path))["sft_trained"] == 0 and not calls
