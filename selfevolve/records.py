@@ -292,7 +292,7 @@ class Rollout(_Record):
 
 #: ``Rollout.detail["source"]`` of the rows that distil a MASS champion into the single pass
 #: (``selfevolve.mass.distill``: the team's verified runs as the Solver's replies, and one pass's own
-#: on the forms beside them); expert iteration gives these rows their own half of the label slots.
+#: on the forms beside them), which the ``train_sft`` stage trains on.
 DISTILL_SOURCE = "mass_distill"
 
 R = TypeVar("R", bound=BaseModel)
