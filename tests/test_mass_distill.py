@@ -91,6 +91,7 @@ def test_forms_are_distilled_only_past_the_margin():
     forms, stats = forms_to_distill(qs, team, one)
     assert forms == ["5+4"] and stats["5+4"]["team"] == 1.0 and stats["5+4"]["one_pass"] == 0.0
     assert forms_to_distill(qs, team, one, margin=0.05)[0] == ["5+4", "6+3"]
+    assert forms_to_distill(qs, team, one, margin=0.05, max_one_pass=0.1)[0] == ["5+4"]  # 6+3: one pass is learning it
 
 
 def _rows(n, text, reply, source):
