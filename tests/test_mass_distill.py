@@ -51,7 +51,7 @@ def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_b
     assert [r.id for r in run(split_solve_combine(), ["4+3", "6+6", "5+5"], 42)[0]] == [r.id for r in rows]  # the same draws
     # a champion that is the single agent carries nothing; nor do no forms, too few questions to probe
     # each form once, or no form the team wins
-    assert run(single_agent(), ["6+6"], 30)[0] == [] and run(split_solve_combine(), [], 30)[0] == []
+    assert run(single_agent(), ["6+6"], 30)[0] == [] and run(split_solve_combine(), [], 30)[0] == [] and run(None, ["6+6"], 30)[0] == []
     assert run(split_solve_combine(), ["6+6", "5+5"], 1)[0] == [] and run(split_solve_combine(), ["4+3", "3+4"], 30)[0] == []
 
 

@@ -117,7 +117,7 @@ def forms_to_distill(questions: Sequence[Question], team: Sequence[int], one_pas
     return [f for f, s in stats.items() if s["team"] - s["one_pass"] >= margin and s["one_pass"] <= max_one_pass], stats
 
 
-def distill(backend: Backend, champion: WorkflowDesign, forms: Sequence[str], rng: random.Random, n: int, *, prefix: str,
+def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[str], rng: random.Random, n: int, *, prefix: str,
             verify_fn: VerifyFn, limits: DesignLimits, max_new_tokens: int, seed: int = 0,
             probe: int = PROBE_PER_FORM) -> tuple[list[Rollout], dict]:
     """Solver rows that carry the champion's reach into the single pass (see the module docstring).
@@ -132,17 +132,16 @@ def distill(backend: Backend, champion: WorkflowDesign, forms: Sequence[str], rn
     ``detail.by`` ``"team"`` or ``"one_pass"``): every verified champion run on a picked form as one
     Solver reply (:func:`chain_reply`), and every verified one-pass reply on a kept form. Returns
     ``(rows, report)``, the report ``{"questions", "probe_per_form", "forms", "kept_forms",
-    "by_form", "team_rows", "one_pass_rows"}``. A champion that is the single agent has nothing to
-    carry, nor do no forms, ``n`` = 0, or no form picked: no rows (the first three without a model
-    call)."""
+    "by_form", "team_rows", "one_pass_rows"}``. No champion (None), a champion that is the single
+    agent, no forms, ``n`` = 0 or no form picked: no rows (all but the last without a model call)."""
     from selfevolve.mass.fitness import evaluate_design
     from selfevolve.questions.arith import make_question
 
-    one = single_agent(champion.domain)
+    one = single_agent(champion.domain if champion else "math")
     per_form = min(probe, n // max(1, len(forms)))
     report = {"questions": 0, "probe_per_form": per_form, "forms": [], "kept_forms": [], "by_form": {}, "team_rows": 0,
               "one_pass_rows": 0}
-    if not forms or per_form == 0 or champion.design_id == one.design_id:
+    if champion is None or not forms or per_form == 0 or champion.design_id == one.design_id:
         return [], report
     sampling = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
 

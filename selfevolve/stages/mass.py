@@ -26,8 +26,8 @@ def mass_search(ctx: StageContext) -> dict:
     ``mass/trajectories.jsonl`` (kept champion runs) and ``mass/distill.jsonl`` (Solver rows from
     ``mass.distill_questions`` ladder questions: the math champion's verified runs on the forms where
     it beats one pass, one pass's own on the forms beside them; ``selfevolve.mass.distill``;
-    ``mass/distill.json`` says which forms and why). The previous cycle's champions join the first generation. With ``mass.enabled =
-    false`` (or an empty pool) the files hold no search.
+    ``mass/distill.json`` says which forms and why). The previous cycle's champions join the first
+    generation. With ``mass.enabled = false`` (or an empty pool) the files hold no search.
     """
     P, params = ctx.paths, ctx.params
     previous = json.loads(ctx.init.mass_champions.read_text()) if ctx.init.mass_champions.exists() else None
@@ -40,17 +40,14 @@ def mass_search(ctx: StageContext) -> dict:
         return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
     ladder = ladder_forms(pool, arith_forms(params)[0], params.seeds.arith.foothold_short + 1) if params.mass.distill_questions else []
     sample = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
-    sampling = ctx.sampling("mass_search")
+    sampling, verify = ctx.sampling("mass_search"), verify_fn(params.verifiers)
+    limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len, max_new_tokens=sampling.max_new_tokens)
     with ctx.backend() as backend:
-        outcome = search_and_collect(backend, sample, params.mass, verify_fn(params.verifiers), seed=ctx.seed("mass_search"),
+        outcome = search_and_collect(backend, sample, params.mass, verify, seed=ctx.seed("mass_search"),
                                      sampling=sampling, max_model_len=params.model.max_model_len, previous_champions=previous)
-        champion = outcome.result.champions.get("math")
-        rows, report = [], {"questions": 0, "forms": [], "kept_forms": [], "team_rows": 0, "one_pass_rows": 0}
-        if ladder and champion is not None:
-            limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len, max_new_tokens=sampling.max_new_tokens)
-            rows, report = distill(backend, champion, ladder, ctx.rng("mass_distill"), params.mass.distill_questions,
-                                     prefix=f"{ctx.cycle}-ladder-", verify_fn=verify_fn(params.verifiers), limits=limits,
-                                     max_new_tokens=sampling.max_new_tokens, seed=ctx.seed("mass_distill"))
+        rows, report = distill(backend, outcome.result.champions.get("math"), ladder, ctx.rng("mass_distill"),
+                               params.mass.distill_questions, prefix=f"{ctx.cycle}-ladder-", verify_fn=verify, limits=limits,
+                               max_new_tokens=sampling.max_new_tokens, seed=ctx.seed("mass_distill"))
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())
     write_jsonl(P.mass_trajectories, outcome.trajectories)
