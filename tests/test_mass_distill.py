@@ -4,6 +4,7 @@ done right (``helpers.split_world``) against a one pass that only reads operands
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -146,7 +147,9 @@ def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_the
     write_jsonl(base.replay, _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start"))
     write_jsonl(P.earlier_labels, [])
     write_jsonl(P.self_labels, [])
-    P.sft_dataset.write_text("")
+    turns = [[{"role": "user", "content": f"Split the problem.\nProblem: Compute {i}0000 + {i}."},
+              {"role": "assistant", "content": f"<low>00{i} + 00{i}</low>"}] for i in range(2)]  # the team's own turns
+    P.sft_dataset.write_text("".join(json.dumps({"messages": t}) + "\n" for t in turns))
     write_jsonl(P.mass_distill, _rows(4, "Compute {i}0000 + {i}.", "<think>splitter {i}</think><answer>{s}</answer>", DISTILL_SOURCE))
     shutil.copytree(tiny_model_dir, P.rl_model)
     params = Params()
@@ -155,12 +158,15 @@ def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_the
     from selfevolve.training import sft as sft_module
 
     calls, real = [], sft_module.distill_sft
-    monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: calls.append(k) or real(*a, **{**k, "steps": 4, "batch_size": 4}))
+    monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: calls.append(a) or real(*a, **{**k, "steps": 4, "batch_size": 4}))
     metrics = train_sft(StageContext(params, "c1", tmp_path))
-    assert calls and metrics["sft_trained"] == 1 and metrics["rows"] == 4 and metrics["replay_rows"] == 4
+    assert calls and metrics["sft_trained"] == 1 and metrics["rows"] == 6 and metrics["replay_rows"] == 4
+    assert metrics["team_turn_rows"] == 2  # the team keeps its roles: its own turns are trained beside the chains
+    assert [r.completion for r in calls[0][1][-2:]] == [t[1]["content"] for t in turns]
     start, trained = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (P.rl_model, P.model))
     assert not all(torch.equal(start[k], trained[k]) for k in start)
     params.mass.enabled = False  # without MASS the rows are not read: the champion's chats (none here) decide
+    P.sft_dataset.write_text("")
     shutil.rmtree(P.model)
     calls.clear()
     assert train_sft(StageContext(params, "c1", tmp_path))["sft_trained"] == 0 and not calls
