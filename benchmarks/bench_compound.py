@@ -127,9 +127,8 @@ def champion_correctness(vroot: Path, cycle: str, questions, params, cache: Path
     if cache.exists():
         return json.loads(cache.read_text())
     from selfevolve.backends import make_backend
-    from selfevolve.backends.base import SamplingConfig
     from selfevolve.mass.design import DesignLimits, load_champions
-    from selfevolve.mass.fitness import evaluate_design
+    from selfevolve.mass.fitness import greedy_runs
     from selfevolve.paths import cycle_paths
     from selfevolve.verifiers.grading import verify_fn
 
@@ -141,11 +140,9 @@ def champion_correctness(vroot: Path, cycle: str, questions, params, cache: Path
                                       max_new_tokens=params.evaluation.max_new_tokens,
                                       question_chars=max(len(q.text) for q in questions))
     with make_backend(params.model, model_path=str(paths.model)) as backend:
-        _, res = evaluate_design(backend, design, questions, verify_fn=verify_fn(params.verifiers), limits=limits,
-                                 sampling=SamplingConfig(temperature=0.0, max_new_tokens=params.evaluation.max_new_tokens),
-                                 seed=params.seed, check_limits=False)
-    out = {"design_id": design.design_id, "agents": design.agent_ids,
-           "correct": [int(bool(t.correct)) for t in res.trajectories]}
+        runs = greedy_runs(backend, design, questions, verify_fn=verify_fn(params.verifiers), limits=limits,
+                           max_new_tokens=params.evaluation.max_new_tokens, seed=params.seed)[1]
+    out = {"design_id": design.design_id, "agents": design.agent_ids, "correct": [int(bool(t.correct)) for t in runs]}
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(out))
     return out

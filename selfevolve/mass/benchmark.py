@@ -14,9 +14,9 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Any, Mapping, Sequence
 
-from selfevolve.backends.base import Backend, SamplingConfig
+from selfevolve.backends.base import Backend
 from selfevolve.mass.design import DesignLimits, WorkflowDesign, single_agent
-from selfevolve.mass.fitness import evaluate_design
+from selfevolve.mass.fitness import greedy_runs
 from selfevolve.verifiers.grading import VerifyFn
 from selfevolve.records import Question
 
@@ -49,7 +49,6 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
     """
     from selfevolve.stats import mcnemar_exact
 
-    sampling = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
     rows: dict[str, dict[str, Any]] = {}
     metrics: dict[str, float] = {}
     domains = [d for d in sorted(champions) if any(q.domain == d for q in questions)]
@@ -64,9 +63,8 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
             if name == "champion" and design.design_id == row["single_agent"]["design_id"]:
                 row[name], right[name] = dict(row["single_agent"]), right["single_agent"]  # the same greedy runs: not run twice
                 continue
-            ev, res = evaluate_design(backend, design, qs, verify_fn=verify_fn, limits=limits, sampling=sampling, seed=seed,
-                                      check_limits=False)
-            right[name] = [int(bool(t.correct)) for t in res.trajectories]
+            ev, runs = greedy_runs(backend, design, qs, verify_fn=verify_fn, limits=limits, max_new_tokens=max_new_tokens, seed=seed)
+            right[name] = [int(bool(t.correct)) for t in runs]
             by_split = {sp: fmean(right[name][i] for i in ix) for sp, ix in pick.items()}
             row[name] = {"design_id": ev.design_id, "agents": design.agent_ids, "gate": design.gate is not None,
                          **{k: getattr(ev, k) for k in ROW_KEYS}, "by_split": by_split}

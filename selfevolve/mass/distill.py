@@ -43,7 +43,7 @@ import re
 from collections import defaultdict
 from typing import Sequence
 
-from selfevolve.backends.base import Backend, SamplingConfig
+from selfevolve.backends.base import Backend
 from selfevolve.mass.design import DesignLimits, WorkflowDesign, compose_prompt, single_agent
 from selfevolve.records import DISTILL_SOURCE, Question, Rollout, Trajectory
 from selfevolve.verifiers.grading import VerifyFn
@@ -134,7 +134,7 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
     ``(rows, report)``, the report ``{"questions", "probe_per_form", "forms", "kept_forms",
     "by_form", "team_rows", "one_pass_rows"}``. No champion (None), a champion that is the single
     agent, no forms, ``n`` = 0 or no form picked: no rows (all but the last without a model call)."""
-    from selfevolve.mass.fitness import evaluate_design
+    from selfevolve.mass.fitness import greedy_runs
     from selfevolve.questions.arith import make_question
 
     one = single_agent(champion.domain if champion else "math")
@@ -143,13 +143,9 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
               "one_pass_rows": 0}
     if champion is None or not forms or per_form == 0 or champion.design_id == one.design_id:
         return [], report
-    sampling = SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens)
 
     def ask(questions: list[Question], design: WorkflowDesign) -> list[Trajectory]:
-        if not questions:
-            return []
-        return evaluate_design(backend, design, questions, verify_fn=verify_fn, limits=limits, sampling=sampling, seed=seed,
-                               check_limits=False)[1].trajectories
+        return greedy_runs(backend, design, questions, verify_fn=verify_fn, limits=limits, max_new_tokens=max_new_tokens, seed=seed)[1]
 
     def draw(among: list[str], k: int, start: int) -> list[Question]:
         return [make_question(rng, rng.choice(among), f"{prefix}{start + i:05d}", source=LADDER_SOURCE) for i in range(k)]
