@@ -100,9 +100,10 @@ def _rows(n, text, reply, source):
                     completion=reply.format(i=i, s=2 * i), reward=1.0, detail={"source": source}) for i in range(n)]
 
 
-def test_distill_sft_teaches_the_rows_and_the_replay_keeps_the_rest(tiny_model_dir, tmp_path):
-    """The distillation step lowers the distilled rows' loss a lot and, drawing half of each batch
-    from the replay, the replayed rows' too; it saves a loadable model; it refuses to run on nothing."""
+def test_distill_sft_teaches_the_rows_and_the_turns_and_the_replay_keeps_the_rest(tiny_model_dir, tmp_path):
+    """The distillation step lowers the distilled rows' and the team's turns' loss a lot and,
+    drawing half of each batch from the replay, the replayed rows' too; it saves a loadable model;
+    it refuses to run on nothing or on shares that leave a pool no draw."""
     import pytest
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -113,20 +114,23 @@ def test_distill_sft_teaches_the_rows_and_the_replay_keeps_the_rest(tiny_model_d
 
     rows = _rows(4, "Compute {i}0000 + {i}.", "<think>splitter {i} + 0 low {i} high 0 combiner join</think><answer>{s}</answer>", DISTILL_SOURCE)
     replay = _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start")
+    turns = _rows(4, "Split the problem.\nProblem: Compute {i}0000 + {i}.", "<low>00{i} + 00{i}</low>", "team")
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     with torch.no_grad():
         before = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-        d0, r0 = sft_loss(before, tok, rows, 256).item(), sft_loss(before, tok, replay, 256).item()
-    summary = distill_sft(tiny_model_dir, rows, replay, tmp_path / "out", lora=LoraParams(), steps=30, batch_size=8,
+        d0, r0, t0 = (sft_loss(before, tok, x, 256).item() for x in (rows, replay, turns))
+    summary = distill_sft(tiny_model_dir, rows, replay, tmp_path / "out", lora=LoraParams(), turns=turns, steps=30, batch_size=8,
                           learning_rate=3e-3)
     with torch.no_grad():
         after = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
-        d1, r1 = sft_loss(after, tok, rows, 256).item(), sft_loss(after, tok, replay, 256).item()
+        d1, r1, t1 = (sft_loss(after, tok, x, 256).item() for x in (rows, replay, turns))
     assert summary["trained"] and summary["steps"] == 30 and summary["rows"] == 4 and summary["replay_rows"] == 4
-    assert d1 < 0.5 * d0 and r1 < r0
-    for bad, msg in (([], "nothing to distil"), (rows, "share")):
+    assert summary["turn_rows"] == 4
+    assert d1 < 0.5 * d0 and r1 < r0 and t1 < 0.5 * t0  # each pool is drawn: the turns at their own share
+    for bad, msg, kw in (([], "nothing to distil", {}), (rows, "distillation share", {"share": 0.0}),
+                         (rows, "turns' share", {"share": 0.5, "turn_share": 0.5})):
         with pytest.raises(ValueError, match=msg):
-            distill_sft(tiny_model_dir, bad, replay, tmp_path / "x", lora=LoraParams(), steps=1, share=0.0)
+            distill_sft(tiny_model_dir, bad, replay, tmp_path / "x", lora=LoraParams(), steps=1, **kw)
 
 
 def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_them(tiny_model_dir, tmp_path, monkeypatch):
@@ -158,11 +162,11 @@ def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_the
     from selfevolve.training import sft as sft_module
 
     calls, real = [], sft_module.distill_sft
-    monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: calls.append(a) or real(*a, **{**k, "steps": 4, "batch_size": 4}))
+    monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: calls.append(k) or real(*a, **{**k, "steps": 4, "batch_size": 4}))
     metrics = train_sft(StageContext(params, "c1", tmp_path))
-    assert calls and metrics["sft_trained"] == 1 and metrics["rows"] == 6 and metrics["replay_rows"] == 4
-    assert metrics["team_turn_rows"] == 2  # the team keeps its roles: its own turns are trained beside the chains
-    assert [r.completion for r in calls[0][1][-2:]] == [t[1]["content"] for t in turns]
+    assert calls and metrics["sft_trained"] == 1 and metrics["rows"] == 4 and metrics["replay_rows"] == 4
+    assert metrics["turn_rows"] == 2  # the team keeps its roles: its own turns are trained beside the chains
+    assert [r.completion for r in calls[0]["turns"]] == [t[1]["content"] for t in turns]
     start, trained = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (P.rl_model, P.model))
     assert not all(torch.equal(start[k], trained[k]) for k in start)
     params.mass.enabled = False  # without MASS the rows are not read: the champion's chats (none here) decide

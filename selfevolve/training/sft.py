@@ -191,26 +191,33 @@ def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str 
 
 
 #: The distillation step's recipe (``distill_sft``), as measured in docs/measurements.md ("December 6"):
-#: 600 steps of 16 rows, half of them the distillation rows, at 5e-4 with 30 warm-up and 120 decay steps.
-DISTILL_STEPS, DISTILL_BATCH, DISTILL_LR, DISTILL_SHARE = 600, 16, 5e-4, 0.5
+#: 600 steps of 16 rows at 5e-4 with 30 warm-up and 120 decay steps; half of each batch the
+#: distillation, 0.175 of it the team's own turns (the rest the distillation rows), half replay.
+DISTILL_STEPS, DISTILL_BATCH, DISTILL_LR, DISTILL_SHARE, DISTILL_TURN_SHARE = 600, 16, 5e-4, 0.5, 0.175
 
 
 def distill_sft(model_dir: str | os.PathLike, rows: Sequence[Rollout], replay: Sequence[Rollout], out_dir: str | os.PathLike, *,
-                lora, seed: int = 0, precision: str = "float32", max_length: int = 1024,
+                lora, turns: Sequence[Rollout] = (), seed: int = 0, precision: str = "float32", max_length: int = 1024,
                 steps: int = DISTILL_STEPS, batch_size: int = DISTILL_BATCH, learning_rate: float = DISTILL_LR,
-                share: float = DISTILL_SHARE) -> dict[str, Any]:
+                share: float = DISTILL_SHARE, turn_share: float = DISTILL_TURN_SHARE) -> dict[str, Any]:
     """Fine-tune the model in ``model_dir`` on ``rows`` (a MASS champion distilled into the single
-    pass: ``selfevolve.mass.distill``) with replay, and save it to ``out_dir``.
+    pass: ``selfevolve.mass.distill``) and ``turns`` (the champion's agents' own turns, each in its
+    own context: ``selfevolve.mass.sft_data``) with replay, and save it to ``out_dir``.
 
-    Each of ``steps`` batches of ``batch_size`` rows draws every row, independently, from ``rows``
-    with probability ``share`` and else from ``replay`` (the warm start's transcripts and the
-    Solver's labels: what the model already does stays), both uniformly; completion-token NLL on
+    Each of ``steps`` batches of ``batch_size`` rows draws every row, independently: from ``turns``
+    with probability ``turn_share`` (none: from ``rows`` instead), from ``rows`` up to ``share`` in
+    all, else from ``replay`` (the warm start's transcripts and the Solver's labels: what the model
+    already does stays), each uniformly; completion-token NLL on
     ``selfevolve.training.loop.fit``'s warm-up / stable / decay schedule. A new way of answering
     (the team's whole run as one reply) needs many more updates than a cycle's SFT on the
     champion's chats (``sft.steps``): measured, 115-600 chains at 1e-4 to 5e-4 over 150-300 steps
-    broke one pass; 2,325 at this recipe carried the team's reach into it. Returns ``{"trained",
-    "steps", "rows", "replay_rows", "final_loss", "seconds"}``. Raises ``ValueError`` when ``rows``
-    is empty or ``share`` is not in (0, 1]."""
+    broke one pass; 2,325 at this recipe carried the team's reach into it. The turns keep the
+    team's roles, which share the model: without them the chains leaked into the part solvers'
+    turns (the split team 0.82 -> 0.12 at a campaign's c2); at 0.175 of each batch it kept 0.755,
+    at 0.083 (more rows, the turns' share by count) it fell to 0.165. Returns ``{"trained",
+    "steps", "rows", "turn_rows", "replay_rows", "final_loss", "seconds"}``. Raises
+    ``ValueError`` when ``rows`` is empty, ``share`` is not in (0, 1] or ``turn_share`` not in
+    [0, ``share``)."""
     from selfevolve.training.loop import fit
     from selfevolve.training.rl import load_policy, save_policy
 
@@ -218,16 +225,23 @@ def distill_sft(model_dir: str | os.PathLike, rows: Sequence[Rollout], replay: S
         raise ValueError("nothing to distil: no rows")
     if not 0.0 < share <= 1.0:
         raise ValueError(f"the distillation share must be in (0, 1], got {share}")
+    if not 0.0 <= turn_share < share:
+        raise ValueError(f"the turns' share must be in [0, share={share}), got {turn_share}")
     t0 = time.time()
-    rows, replay = list(rows), list(replay)
+    rows, turns, replay = list(rows), list(turns), list(replay)
     model, tok = load_policy(model_dir, lora)
 
     def draw(rng: random.Random) -> list[Rollout]:
-        return [rng.choice(rows) if not replay or rng.random() < share else rng.choice(replay) for _ in range(batch_size)]
+        out = []
+        for _ in range(batch_size):
+            x = rng.random()
+            out.append(rng.choice(turns) if turns and x < turn_share else rng.choice(rows) if not replay or x < share
+                       else rng.choice(replay))
+        return out
 
     curve = fit(model, tok, draw, steps=steps, learning_rate=learning_rate, warmup_steps=min(30, steps // 5),
                 decay_steps=steps // 5, min_lr_ratio=0.01, max_length=max_length, seed=seed, precision=precision,
                 desc="train_sft (distillation)")
     save_policy(model, tok, Path(out_dir))
-    return {"trained": True, "steps": steps, "rows": len(rows), "replay_rows": len(replay),
+    return {"trained": True, "steps": steps, "rows": len(rows), "turn_rows": len(turns), "replay_rows": len(replay),
             "final_loss": curve[-1]["loss"] if curve else None, "seconds": round(time.time() - t0, 2)}
