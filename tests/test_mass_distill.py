@@ -11,7 +11,7 @@ import re
 from helpers import ScriptBackend, split_world
 
 from selfevolve.mass.design import DesignLimits, compose_prompt, single_agent, split_solve_combine, template_instruction
-from selfevolve.mass.distill import LADDER_SOURCE, chain_reply, distill, forms_to_distill, ladder_forms
+from selfevolve.mass.distill import LADDER_SOURCE, TEAM_TURN, chain_reply, distill, forms_to_distill, ladder_forms
 from selfevolve.questions import arith
 from selfevolve.records import DISTILL_SOURCE, AgentMessage, Rollout, Trajectory
 
@@ -38,7 +38,15 @@ def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_b
     assert report["probe_per_form"] == 4 and report["forms"] == ["5+5", "6+6"] and report["kept_forms"] == ["4+3"]
     assert report["by_form"]["4+3"] == {"n": 4, "team": 1.0, "one_pass": 1.0} and report["by_form"]["6+6"]["one_pass"] == 0.0
     # 12 probes, then 30 more: 18 (0.6) for the team's forms, 12 for the kept one; every answer here is right
-    assert report["questions"] == 42 and len(rows) == 42 and report["team_rows"] == 8 + 18 and report["one_pass_rows"] == 4 + 12
+    # and each team run also as its four agents' own turns (splitter, low, high, combiner), in their own prompts
+    assert report["questions"] == 42 and report["team_rows"] == 8 + 18 and report["one_pass_rows"] == 4 + 12
+    turns = [r for r in rows if r.detail["by"] == TEAM_TURN]
+    assert report["team_turn_rows"] == len(turns) == 4 * 26 and len(rows) == 42 + 4 * 26
+    team_design = split_solve_combine()
+    for k, ag in enumerate(team_design.agents):  # the k-th turn of each run is agent k's, from its own instruction
+        assert all(t.prompt.startswith(ag.instruction) for t in turns if t.id.endswith(f"-turn{k}"))
+    assert all(t.detail["form"] in ("5+5", "6+6") and "<answer>" not in t.completion for t in turns if t.id.endswith("-turn0"))
+    rows = [r for r in rows if r.detail["by"] != TEAM_TURN]
     instruction = single_agent().agents[0].instruction
     for row in rows:
         a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.$", row.prompt).groups())
@@ -49,7 +57,8 @@ def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_b
             assert "<low>" in row.completion and " combiner " in row.completion
         else:
             assert row.detail["form"] == "4+3" and row.completion == short_one_pass(row.prompt)
-    assert [r.id for r in run(split_solve_combine(), ["4+3", "6+6", "5+5"], 42)[0]] == [r.id for r in rows]  # the same draws
+    again = run(split_solve_combine(), ["4+3", "6+6", "5+5"], 42)[0]
+    assert [r.id for r in again if r.detail["by"] != TEAM_TURN] == [r.id for r in rows]  # the same draws
     # a champion that is the single agent carries nothing; nor do no forms, too few questions to probe
     # each form once, or no form the team wins
     assert run(single_agent(), ["6+6"], 30)[0] == [] and run(split_solve_combine(), [], 30)[0] == [] and run(None, ["6+6"], 30)[0] == []
@@ -154,7 +163,10 @@ def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_the
     turns = [[{"role": "user", "content": f"Split the problem.\nProblem: Compute {i}0000 + {i}."},
               {"role": "assistant", "content": f"<low>00{i} + 00{i}</low>"}] for i in range(2)]  # the team's own turns
     P.sft_dataset.write_text("".join(json.dumps({"messages": t}) + "\n" for t in turns))
-    write_jsonl(P.mass_distill, _rows(4, "Compute {i}0000 + {i}.", "<think>splitter {i}</think><answer>{s}</answer>", DISTILL_SOURCE))
+    ladder_turn = Rollout(id="distill-q9-turn1", role="solver", group="q9", question_id="q9", prompt="Solve the part below.\nLow part: 9 + 9",
+                          completion="<answer>18</answer>", reward=1.0, detail={"source": DISTILL_SOURCE, "by": TEAM_TURN})
+    write_jsonl(P.mass_distill, _rows(4, "Compute {i}0000 + {i}.", "<think>splitter {i}</think><answer>{s}</answer>", DISTILL_SOURCE)
+                + [ladder_turn])
     shutil.copytree(tiny_model_dir, P.rl_model)
     params = Params()
     params.sft.keep_if_worse = True  # the validation guard is the RL step's, tested there
@@ -165,8 +177,8 @@ def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_the
     monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: calls.append(k) or real(*a, **{**k, "steps": 4, "batch_size": 4}))
     metrics = train_sft(StageContext(params, "c1", tmp_path))
     assert calls and metrics["sft_trained"] == 1 and metrics["rows"] == 4 and metrics["replay_rows"] == 4
-    assert metrics["turn_rows"] == 2  # the team keeps its roles: its own turns are trained beside the chains
-    assert [r.completion for r in calls[0]["turns"]] == [t[1]["content"] for t in turns]
+    assert metrics["turn_rows"] == 3  # the team keeps its roles: its own turns (distilled runs', then the chats) beside the chains
+    assert [r.completion for r in calls[0]["turns"]] == ["<answer>18</answer>"] + [t[1]["content"] for t in turns]
     start, trained = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (P.rl_model, P.model))
     assert not all(torch.equal(start[k], trained[k]) for k in start)
     params.mass.enabled = False  # without MASS the rows are not read: the champion's chats (none here) decide

@@ -21,9 +21,10 @@ are solved that way, checked, and trained back as plain answers. Here:
    <answer>4592</answer>``. The leading agent id marks the team's way from the first token, so the
    model can choose it by the question's form.
 3. **How.** Beside the team's rows, one pass's own verified replies on the ladder forms it already
-   answers (``ANCHOR_ACCURACY``) keep its way where it works; the ``train_sft`` stage trains on all
-   of them with replay (``selfevolve.training.sft.distill_sft``) and keeps the result only if
-   validation does not fall.
+   answers (``ANCHOR_ACCURACY``) keep its way where it works, and each chained run's agents' own
+   turns (:data:`TEAM_TURN`) keep the team's roles, which share the model; the ``train_sft`` stage
+   trains on all of them with replay (``selfevolve.training.sft.distill_sft``, the turns at their
+   own share) and keeps the result only if validation does not fall.
 
 Measured (docs/measurements.md, "December 6"; a throwaway run over the library from the c4 model of
 seed 0's ``bench_compound``): 2,325 verified team runs on 5+4 ... 6+6 distilled with replay and the
@@ -45,6 +46,7 @@ from typing import Sequence
 
 from selfevolve.backends.base import Backend
 from selfevolve.mass.design import DesignLimits, WorkflowDesign, compose_prompt, single_agent
+from selfevolve.mass.sft_data import trajectory_to_chats
 from selfevolve.records import DISTILL_SOURCE, Question, Rollout, Trajectory
 from selfevolve.verifiers.grading import VerifyFn
 
@@ -60,6 +62,8 @@ ANCHOR_ACCURACY = 0.2
 TEAM_SHARE = 0.6
 #: ``Question.source`` of the questions the environment draws for :func:`distill`.
 LADDER_SOURCE = "environment:ladder"
+#: ``detail.by`` of the rows that are a verified champion run's agents' own turns, each in its own context.
+TEAM_TURN = "team_turn"
 
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
 _TAGS = re.compile(r"<(?!think\b|answer\b)(\w+)>.*?</\1>", re.S)
@@ -129,10 +133,11 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
     ``ANCHOR_ACCURACY`` of the time are kept in its own way. The rest of the questions go
     :data:`TEAM_SHARE` to the picked forms, for the champion, and the others to the kept forms, for
     one pass. Rows (``detail.source`` :data:`~selfevolve.records.DISTILL_SOURCE`, ``detail.form``,
-    ``detail.by`` ``"team"`` or ``"one_pass"``): every verified champion run on a picked form as one
-    Solver reply (:func:`chain_reply`), and every verified one-pass reply on a kept form. Returns
-    ``(rows, report)``, the report ``{"questions", "probe_per_form", "forms", "kept_forms",
-    "by_form", "team_rows", "one_pass_rows"}``. No champion (None), a champion that is the single
+    ``detail.by`` ``"team"``, :data:`TEAM_TURN` or ``"one_pass"``): every verified champion run on a
+    picked form as one Solver reply (:func:`chain_reply`) and as its agents' own turns
+    (``selfevolve.mass.sft_data.trajectory_to_chats``), and every verified one-pass reply on a kept
+    form. Returns ``(rows, report)``, the report ``{"questions", "probe_per_form", "forms",
+    "kept_forms", "by_form", "team_rows", "team_turn_rows", "one_pass_rows"}``. No champion (None), a champion that is the single
     agent, no forms, ``n`` = 0 or no form picked: no rows (all but the last without a model call)."""
     from selfevolve.mass.fitness import greedy_runs
     from selfevolve.questions.arith import make_question
@@ -140,7 +145,7 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
     one = single_agent(champion.domain if champion else "math")
     per_form = min(probe, n // max(1, len(forms)))
     report = {"questions": 0, "probe_per_form": per_form, "forms": [], "kept_forms": [], "by_form": {}, "team_rows": 0,
-              "one_pass_rows": 0}
+              "team_turn_rows": 0, "one_pass_rows": 0}
     if champion is None or not forms or per_form == 0 or champion.design_id == one.design_id:
         return [], report
 
@@ -165,14 +170,20 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
     report["questions"] += len(more_team) + len(more_alone)
     instruction = one.agents[0].instruction
     rows = []
+
+    def row(q: Question, rid: str, prompt: str, completion: str, by: str) -> Rollout:
+        return Rollout(id=rid, role="solver", group=q.id, question_id=q.id, prompt=prompt, completion=completion, reward=1.0,
+                       detail={"source": DISTILL_SOURCE, "form": q.form, "by": by, "design": champion.design_id})
+
     for q, t, by in ([(q, t, "team") for q, t in zip(probes + more_team, team + ask(more_team, champion)) if q.form in picked]
                      + [(q, t, "one_pass") for q, t in zip(probes + more_alone, alone + ask(more_alone, one)) if q.form in kept]):
         replies = [m.content for m in t.messages if m.role == "assistant"]
         reply = chain_reply(t) if by == "team" else (replies[-1] if t.correct and replies else None)
         if reply:
-            rows.append(Rollout(id=f"distill-{q.id}", role="solver", group=q.id, question_id=q.id,
-                                prompt=compose_prompt(instruction, q.text), completion=reply, reward=1.0,
-                                detail={"source": DISTILL_SOURCE, "form": q.form, "by": by, "design": champion.design_id}))
-    report["team_rows"] = sum(r.detail["by"] == "team" for r in rows)
-    report["one_pass_rows"] = len(rows) - report["team_rows"]
+            rows.append(row(q, f"distill-{q.id}", compose_prompt(instruction, q.text), reply, by))
+            if by == "team":  # the same run as each agent's own turns: the team keeps its roles (TEAM_TURN)
+                rows += [row(q, f"distill-{q.id}-turn{k}", chat[0]["content"], chat[1]["content"], TEAM_TURN)
+                         for k, chat in enumerate(trajectory_to_chats(t, q, champion))]
+    for by in ("team", TEAM_TURN, "one_pass"):
+        report[f"{by}_rows"] = sum(r.detail["by"] == by for r in rows)
     return rows, report

@@ -55,7 +55,8 @@ def mass_search(ctx: StageContext) -> dict:
     write_jsonl(P.mass_distill, rows)
     ctx.log_traces(mass_traces(outcome.trajectories, {q.id: q for q in sample}))
     return outcome.metrics | {"mass_distill_questions": report["questions"], "mass_distill_forms": len(report["forms"]),
-                              "mass_distill_team_rows": report["team_rows"], "mass_distill_one_pass_rows": report["one_pass_rows"]}
+                              "mass_distill_team_rows": report["team_rows"], "mass_distill_team_turn_rows": report["team_turn_rows"],
+                              "mass_distill_one_pass_rows": report["one_pass_rows"]}
 
 
 def mass_traces(trajectories: list[Trajectory], questions: dict[str, Question], n: int = TRACE_ITEMS) -> list[Span]:

@@ -240,12 +240,12 @@ def train_sft(ctx: StageContext) -> dict:
     ``models/<cycle>``. With no SFT rows the RL checkpoint is copied unchanged. When the search
     distilled its champion into Solver rows (``mass/distill.jsonl``: the team's runs on the forms
     where it beats one pass; ``selfevolve.mass.distill``), the step trains on those and the
-    champion's chats together, half of each batch (the chats a fixed 0.175 of it), the other half
-    replaying the warm start's transcripts and the Solver's labels (``training.sft.distill_sft``: a
-    longer run than the chats', which a new way of answering needs). The chats keep the team's
-    roles: without them the chains taught under the Solver's prompt leaked into the part solvers'
-    turns, and the split team that answered 0.82 of the c1 check fell to 0.12 at c2
-    (docs/measurements.md, "December 6").
+    team's own turns together, half of each batch (the turns, of the distilled runs and of the
+    champion's chats, a fixed 0.3 of it), the other half replaying the warm start's transcripts and
+    the Solver's labels (``training.sft.distill_sft``: a longer run than the chats', which a new way
+    of answering needs). The turns keep the team's roles: without them the chains taught under the
+    Solver's prompt leaked into the part solvers' turns, and the split team that answered 0.82 of
+    the c1 check fell to 0.12 at c2 (docs/measurements.md, "December 6").
 
     The SFT step is kept only if it does not lower validation accuracy on the questions being moved
     nor, by more than ``rl.retention_tolerance`` (or ``rl.retention_slack`` questions), on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
@@ -253,6 +253,7 @@ def train_sft(ctx: StageContext) -> dict:
     ``sft_kept`` is 0 (the flattened multi-agent chats of the MASS reference were refused here
     every time: they pull the Solver away from its own prompt; docs/measurements.md).
     """
+    from selfevolve.mass.distill import TEAM_TURN
     from selfevolve.training.config import TrainConfig
     from selfevolve.training.loop import chat_rows
     from selfevolve.training.sft import distill_sft
@@ -264,9 +265,10 @@ def train_sft(ctx: StageContext) -> dict:
     chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
     if distilled:
         replay = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout) + read_jsonl(P.self_labels, Rollout)
-        summary = distill_sft(P.rl_model, distilled, replay, P.model, lora=params.model.lora, turns=chat_rows(chats, prefix="team-turn-"),
-                              seed=params.seed, precision=TrainConfig.from_params(params).train_precision,
-                              max_length=params.model.max_model_len)
+        turns = [r for r in distilled if r.detail.get("by") == TEAM_TURN] + chat_rows(chats, prefix="team-turn-")
+        summary = distill_sft(P.rl_model, [r for r in distilled if r.detail.get("by") != TEAM_TURN], replay, P.model,
+                              lora=params.model.lora, turns=turns, seed=params.seed,
+                              precision=TrainConfig.from_params(params).train_precision, max_length=params.model.max_model_len)
     else:
         replayed = []
         if chats and params.sft.replay_fraction > 0:

@@ -192,8 +192,8 @@ def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str 
 
 #: The distillation step's recipe (``distill_sft``), as measured in docs/measurements.md ("December 6"):
 #: 600 steps of 16 rows at 5e-4 with 30 warm-up and 120 decay steps; half of each batch the
-#: distillation, 0.175 of it the team's own turns (the rest the distillation rows), half replay.
-DISTILL_STEPS, DISTILL_BATCH, DISTILL_LR, DISTILL_SHARE, DISTILL_TURN_SHARE = 600, 16, 5e-4, 0.5, 0.175
+#: distillation, 0.3 of it the team's own turns (the rest the distillation rows), half replay.
+DISTILL_STEPS, DISTILL_BATCH, DISTILL_LR, DISTILL_SHARE, DISTILL_TURN_SHARE = 600, 16, 5e-4, 0.5, 0.3
 
 
 def distill_sft(model_dir: str | os.PathLike, rows: Sequence[Rollout], replay: Sequence[Rollout], out_dir: str | os.PathLike, *,
@@ -213,8 +213,10 @@ def distill_sft(model_dir: str | os.PathLike, rows: Sequence[Rollout], replay: S
     champion's chats (``sft.steps``): measured, 115-600 chains at 1e-4 to 5e-4 over 150-300 steps
     broke one pass; 2,325 at this recipe carried the team's reach into it. The turns keep the
     team's roles, which share the model: without them the chains leaked into the part solvers'
-    turns (the split team 0.82 -> 0.12 at a campaign's c2); at 0.175 of each batch it kept 0.755,
-    at 0.083 (more rows, the turns' share by count) it fell to 0.165. Returns ``{"trained",
+    turns (the split team 0.82 -> 0.12 at a campaign's c2); with the champion's pool chats only,
+    at 0.175 of each batch it kept 0.755, at 0.083 it fell to 0.165; at a campaign's c1, the chats
+    at 0.175 / 0.3: 0.575 / 0.70, and with the distilled runs' own turns beside them at 0.3: 0.95
+    (0.85 before the step). Returns ``{"trained",
     "steps", "rows", "turn_rows", "replay_rows", "final_loss", "seconds"}``. Raises
     ``ValueError`` when ``rows`` is empty, ``share`` is not in (0, 1] or ``turn_share`` not in
     [0, ``share``)."""
