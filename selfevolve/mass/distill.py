@@ -137,8 +137,9 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
     picked form as one Solver reply (:func:`chain_reply`) and as its agents' own turns
     (``selfevolve.mass.sft_data.trajectory_to_chats``), and every verified one-pass reply on a kept
     form. Returns ``(rows, report)``, the report ``{"questions", "probe_per_form", "forms",
-    "kept_forms", "by_form", "team_rows", "team_turn_rows", "one_pass_rows"}``. No champion (None), a champion that is the single
-    agent, no forms, ``n`` = 0 or no form picked: no rows (all but the last without a model call)."""
+    "kept_forms", "by_form", "team_rows", "team_turn_rows", "one_pass_rows"}``. No champion (None),
+    a champion that is the single agent, no forms, ``n`` = 0 or no form picked: no rows (all but the
+    last without a model call)."""
     from selfevolve.mass.fitness import greedy_runs
     from selfevolve.questions.arith import make_question
 

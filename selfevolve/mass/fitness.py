@@ -192,7 +192,6 @@ def evaluate_design(backend: Backend, design: WorkflowDesign, questions: Sequenc
     return ev, res
 
 
-
 def greedy_runs(backend: Backend, design: WorkflowDesign, questions: Sequence[Question], *, verify_fn: VerifyFn | None,
                 limits: DesignLimits, max_new_tokens: int, seed: int | None = None
                 ) -> tuple[DesignEvaluation | None, list[Trajectory]]:

@@ -216,10 +216,9 @@ def distill_sft(model_dir: str | os.PathLike, rows: Sequence[Rollout], replay: S
     turns (the split team 0.82 -> 0.12 at a campaign's c2); with the champion's pool chats only,
     at 0.175 of each batch it kept 0.755, at 0.083 it fell to 0.165; at a campaign's c1, the chats
     at 0.175 / 0.3: 0.575 / 0.70, and with the distilled runs' own turns beside them at 0.3: 0.95
-    (0.85 before the step). Returns ``{"trained",
-    "steps", "rows", "turn_rows", "replay_rows", "final_loss", "seconds"}``. Raises
-    ``ValueError`` when ``rows`` is empty, ``share`` is not in (0, 1] or ``turn_share`` not in
-    [0, ``share``)."""
+    (0.85 before the step). Returns ``{"trained", "steps", "rows", "turn_rows", "replay_rows",
+    "final_loss", "seconds"}``. Raises ``ValueError`` when ``rows`` is empty, ``share`` is not in
+    (0, 1] or ``turn_share`` not in [0, ``share``)."""
     from selfevolve.training.loop import fit
     from selfevolve.training.rl import load_policy, save_policy
 
