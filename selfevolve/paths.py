@@ -112,6 +112,11 @@ class CyclePaths:
         return self.mass_dir / "distill.jsonl"
 
     @property
+    def mass_distill_report(self) -> Path:
+        """Which forms the champion and one pass were probed on, their accuracies and which were distilled."""
+        return self.mass_dir / "distill.json"
+
+    @property
     def rl_dataset(self) -> Path:
         return self._f("rl_dataset.jsonl")
 

@@ -121,6 +121,13 @@ def forms_to_distill(questions: Sequence[Question], team: Sequence[int], one_pas
     return [f for f, s in stats.items() if s["team"] - s["one_pass"] >= margin and s["one_pass"] <= max_one_pass], stats
 
 
+def empty_report(probe_per_form: int = 0) -> dict:
+    """The report of a distillation that made no rows (no champion, no forms, or MASS off): the keys
+    :func:`distill` returns, every count 0."""
+    return {"questions": 0, "probe_per_form": probe_per_form, "forms": [], "kept_forms": [], "by_form": {}, "team_rows": 0,
+            "team_turn_rows": 0, "one_pass_rows": 0}
+
+
 def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[str], rng: random.Random, n: int, *, prefix: str,
             verify_fn: VerifyFn, limits: DesignLimits, max_new_tokens: int, seed: int = 0,
             probe: int = PROBE_PER_FORM) -> tuple[list[Rollout], dict]:
@@ -145,8 +152,7 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
 
     one = single_agent(champion.domain if champion else "math")
     per_form = min(probe, n // max(1, len(forms)))
-    report = {"questions": 0, "probe_per_form": per_form, "forms": [], "kept_forms": [], "by_form": {}, "team_rows": 0,
-              "team_turn_rows": 0, "one_pass_rows": 0}
+    report = empty_report(per_form)
     if champion is None or not forms or per_form == 0 or champion.design_id == one.design_id:
         return [], report
 

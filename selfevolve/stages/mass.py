@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from selfevolve.mass.design import DesignLimits
-from selfevolve.mass.distill import distill, ladder_forms
+from selfevolve.mass.distill import distill, empty_report, ladder_forms
 from selfevolve.mass.search import search_and_collect
 from selfevolve.questions.seed_sets import arith_forms
 from selfevolve.pool import where_designs_differ
@@ -26,8 +26,9 @@ def mass_search(ctx: StageContext) -> dict:
     ``mass/trajectories.jsonl`` (kept champion runs) and ``mass/distill.jsonl`` (Solver rows from
     ``mass.distill_questions`` ladder questions: the math champion's verified runs on the forms where
     it beats one pass, one pass's own on the forms beside them; ``selfevolve.mass.distill``;
-    ``mass/distill.json`` says which forms and why). The previous cycle's champions join the first
-    generation. With ``mass.enabled = false`` (or an empty pool) the files hold no search.
+    ``mass/distill.json`` says which forms and why, also when nothing was distilled). The previous
+    cycle's champions join the first generation. With ``mass.enabled = false`` (or an empty pool)
+    the files hold no search.
     """
     P, params = ctx.paths, ctx.params
     previous = json.loads(ctx.init.mass_champions.read_text()) if ctx.init.mass_champions.exists() else None
@@ -37,6 +38,7 @@ def mass_search(ctx: StageContext) -> dict:
         write_json(P.mass_champions, dict(previous or {}) if params.mass.enabled else {})
         write_jsonl(P.mass_trajectories, [])
         write_jsonl(P.mass_distill, [])
+        write_json(P.mass_distill_report, empty_report())
         return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
     ladder = ladder_forms(pool, arith_forms(params)[0], params.seeds.arith.foothold_short + 1) if params.mass.distill_questions else []
     sample = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
@@ -51,7 +53,7 @@ def mass_search(ctx: StageContext) -> dict:
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())
     write_jsonl(P.mass_trajectories, outcome.trajectories)
-    write_json(P.mass_dir / "distill.json", report)
+    write_json(P.mass_distill_report, report)
     write_jsonl(P.mass_distill, rows)
     ctx.log_traces(mass_traces(outcome.trajectories, {q.id: q for q in sample}))
     return outcome.metrics | {"mass_distill_questions": report["questions"], "mass_distill_forms": len(report["forms"]),
