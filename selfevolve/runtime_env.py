@@ -70,3 +70,19 @@ def native_bfloat16() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
+
+
+NUMERICS_TAGS = ("selfevolve.cpu_capability", "selfevolve.native_bfloat16", "selfevolve.torch_threads", "selfevolve.torch_version")
+
+
+def numerics_tags() -> dict[str, str]:
+    """The numerical path this process trains and generates on, as MLflow tags (:data:`NUMERICS_TAGS`):
+    the vector ISA PyTorch dispatches its CPU kernels to (``torch.backends.cpu.get_cpu_capability()``:
+    ``AVX2``, ``AVX512``, ...), whether ``model.train_precision: auto`` trains in bfloat16 here
+    (:func:`native_bfloat16`), the intra-op threads and the torch version. The same commit, params
+    and seed train other weights on another path (docs/measurements.md, "Reproducibility"), so a
+    campaign's numbers are compared with the path they came from."""
+    import torch
+
+    return dict(zip(NUMERICS_TAGS, (torch.backends.cpu.get_cpu_capability(), str(native_bfloat16()).lower(),
+                                    str(torch.get_num_threads()), torch.__version__)))

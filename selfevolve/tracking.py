@@ -16,7 +16,9 @@ to its own ``mlflow/artifacts`` the first time it is used (:func:`reroot_local_s
 reads and writes its own artifacts, never the original's.
 
 Every stage run carries its lineage (:func:`lineage_tags`): the git commit (MLflow's Source
-column), the SHA-256 of ``dvc.lock`` when the run started, and the Prefect flow run that ran it.
+column), the SHA-256 of ``dvc.lock`` when the run started, and the Prefect flow run that ran it;
+and the numerical path it ran on (``selfevolve.runtime_env.numerics_tags``: CPU kernels, native
+bfloat16, threads, torch version), since another path trains other weights from the same inputs.
 """
 
 from __future__ import annotations
@@ -342,10 +344,12 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
     sweep_orphans(client, exp_id)
     import socket
 
+    from selfevolve.runtime_env import numerics_tags
+
     run = client.create_run(exp_id, run_name=f"{cycle}/{stage}",
                             tags={TAG_CYCLE: cycle, TAG_STAGE: stage, TAG_KIND: "stage", "mlflow.parentRunId": parent_id,
                                   TAG_PID: str(os.getpid()), TAG_HOST: socket.gethostname(),
-                                  "mlflow.source.name": f"selfevolve {stage}", **lineage_tags(root)})
+                                  "mlflow.source.name": f"selfevolve {stage}", **lineage_tags(root), **numerics_tags()})
     handle = StageRun(client, run.info.run_id, parent_id, exp_id, {TAG_CYCLE: cycle, TAG_STAGE: stage})
     try:
         yield handle

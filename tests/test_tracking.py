@@ -34,6 +34,12 @@ def test_rerun_replaces_and_parent_is_unique(store):
     parents = _runs(store, **{tracking.TAG_KIND: "cycle"})
     assert len(parents) == 1 and parents[0].data.params["a.b"] == "1"
     assert (store / "mlflow" / "mlflow.db").exists()
+    import torch
+
+    from selfevolve.runtime_env import NUMERICS_TAGS, native_bfloat16
+    tags = stage[0].data.tags  # the numerical path the stage ran on, read from this process's torch
+    assert [tags[k] for k in NUMERICS_TAGS] == [torch.backends.cpu.get_cpu_capability(), str(native_bfloat16()).lower(),
+                                                 str(torch.get_num_threads()), torch.__version__]
 
 
 def test_failure_keeps_the_finished_run(store):
