@@ -235,6 +235,7 @@ def test_confirmation_keeps_a_champion_that_holds_up_on_further_questions():
     c = res.confirmation["math"]
     assert c["questions"] == 4 and c["kept"] == c["candidate"] == planner_solver("math").design_id
     assert c["candidate_confirm_fitness"] > c["single_agent_confirm_fitness"]
+    assert res.team("math") == res.champions["math"] and res.team("code") is None
 
 
 def test_confirmation_demotes_a_champion_that_overfits_its_fitness_sample():
@@ -248,6 +249,8 @@ def test_confirmation_demotes_a_champion_that_overfits_its_fitness_sample():
     # evidence for the bigger design: the single agent is champion
     assert c["candidate_confirm_fitness"] == c["single_agent_confirm_fitness"] == 0.0
     assert c["kept"] == single_agent("math").design_id == res.champions["math"].design_id
+    # the refused team is still the one whose reach the distillation probes (its own per-form gate decides)
+    assert res.team("math").design_id == c["candidate"] != c["kept"]
     # and when the single agent is right on the confirmation questions, the candidate loses too
     class SingleRightOnConfirm(OverfitBackend):
         def chat(self, conversations, sampling):

@@ -122,10 +122,10 @@ def forms_to_distill(questions: Sequence[Question], team: Sequence[int], one_pas
 
 
 def empty_report(probe_per_form: int = 0) -> dict:
-    """The report of a distillation that made no rows (no champion, no forms, or MASS off): the keys
-    :func:`distill` returns, every count 0."""
+    """The report of a distillation that made no rows (no team, no forms, or MASS off): the keys
+    :func:`distill` returns, every count 0 (``team``: the design probed, set by the stage)."""
     return {"questions": 0, "probe_per_form": probe_per_form, "forms": [], "kept_forms": [], "by_form": {}, "team_rows": 0,
-            "team_turn_rows": 0, "one_pass_rows": 0}
+            "team_turn_rows": 0, "one_pass_rows": 0, "team": None, "team_is_champion": False}
 
 
 def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[str], rng: random.Random, n: int, *, prefix: str,

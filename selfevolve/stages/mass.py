@@ -24,8 +24,9 @@ def mass_search(ctx: StageContext) -> dict:
     Writes ``mass/search.json`` (champion per domain, every design's fitness, history per
     generation), ``mass/champions.json`` (the next cycle's seed champions),
     ``mass/trajectories.jsonl`` (kept champion runs) and ``mass/distill.jsonl`` (Solver rows from
-    ``mass.distill_questions`` ladder questions: the math champion's verified runs on the forms where
-    it beats one pass, one pass's own on the forms beside them; ``selfevolve.mass.distill``;
+    ``mass.distill_questions`` ladder questions: the math team's verified runs on the forms where
+    it beats one pass, one pass's own on the forms beside them; ``selfevolve.mass.distill``; the team
+    is the champion, or the candidate the confirmation refused: ``SearchResult.team``;
     ``mass/distill.json`` says which forms and why, also when nothing was distilled). The previous
     cycle's champions join the first generation. With ``mass.enabled = false`` (or an empty pool)
     the files hold no search.
@@ -47,9 +48,11 @@ def mass_search(ctx: StageContext) -> dict:
     with ctx.backend() as backend:
         outcome = search_and_collect(backend, sample, params.mass, verify, seed=ctx.seed("mass_search"),
                                      sampling=sampling, max_model_len=params.model.max_model_len, previous_champions=previous)
-        rows, report = distill(backend, outcome.result.champions.get("math"), ladder, ctx.rng("mass_distill"),
+        team = outcome.result.team("math")
+        rows, report = distill(backend, team, ladder, ctx.rng("mass_distill"),
                                params.mass.distill_questions, prefix=f"{ctx.cycle}-ladder-", verify_fn=verify, limits=limits,
                                max_new_tokens=sampling.max_new_tokens, seed=ctx.seed("mass_distill"))
+    report |= {"team": team.design_id if team else None, "team_is_champion": team == outcome.result.champions.get("math")}
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())
     write_jsonl(P.mass_trajectories, outcome.trajectories)
@@ -58,7 +61,8 @@ def mass_search(ctx: StageContext) -> dict:
     ctx.log_traces(mass_traces(outcome.trajectories, {q.id: q for q in sample}))
     return outcome.metrics | {"mass_distill_questions": report["questions"], "mass_distill_forms": len(report["forms"]),
                               "mass_distill_team_rows": report["team_rows"], "mass_distill_team_turn_rows": report["team_turn_rows"],
-                              "mass_distill_one_pass_rows": report["one_pass_rows"]}
+                              "mass_distill_one_pass_rows": report["one_pass_rows"],
+                              "mass_distill_team_is_champion": int(report["team_is_champion"])}
 
 
 def mass_traces(trajectories: list[Trajectory], questions: dict[str, Question], n: int = TRACE_ITEMS) -> list[Span]:
