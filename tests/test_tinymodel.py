@@ -428,6 +428,7 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
             counts["combiner"] += 1
             assert "+".join(str(len(str(n))) for n in (a, b)) in forms
             low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
+            assert reply.startswith(f"<think>high {high} low ")  # the prompt's last number copied first (December 6 (evening))
             h, rest = re.search(r"join (\d+) (\d+)</think>", reply).groups()
             assert reply.endswith(f"<answer>{int(h + rest)}</answer>") and int(h + rest) == arith.combine_sums(low, high)
     assert counts["combiner"] > counts["splitter"] > 200 and long_split > 20, counts

@@ -292,14 +292,19 @@ def combine_sums(low: int, high: int, digits: int = SPLIT_DIGITS) -> int:
 
 def combine_worked(low: int, high: int, digits: int = SPLIT_DIGITS) -> str:
     """The combiner's worked steps (without tags) for :func:`combine_sums`:
-    ``low 1499 carry 1 rest 499 high 718+1=719 join 719 499``. The low sum is written zero-padded
-    to ``digits + 1`` digits, so its carry is its first digit and its rest the others; the answer is
+    ``high 718 low 1499 carry 1 rest 499 high 718+1=719 join 719 499``. The high sum is copied
+    first, right after the prompt that ends with it; the low sum is written zero-padded to
+    ``digits + 1`` digits, so its carry is its first digit and its rest the others; the answer is
     the last two numbers written together (leading zeros dropped). Measured (docs/measurements.md,
     "December 5 (evening): a workflow that reaches past the single pass"): without the closing
-    ``join`` the answer's copy of the rest failed on most 6-digit sums."""
+    ``join`` the answer's copy of the rest failed on most 6-digit sums; and ("December 6
+    (evening)") with the high sum copied only after the low one's steps, a warm start on an AVX2
+    CPU's float32 path never learned that copy (combiner 0.36 on fresh transcripts, 0.41 after
+    600 more steps; copied first: 0.92 after those 600 steps)."""
     m = 10 ** digits
     carry, rest = low // m, f"{low % m:0{digits}d}"
-    return f"low {low:0{digits + 1}d} carry {carry} rest {rest} high {high}+{carry}={high + carry} join {high + carry} {rest}"
+    return (f"high {high} low {low:0{digits + 1}d} carry {carry} rest {rest} high {high}+{carry}={high + carry} "
+            f"join {high + carry} {rest}")
 
 
 def make_question(rng: random.Random, form: str, qid: str, split: str | None = None, restate: bool = False,
