@@ -81,8 +81,12 @@ def numerics_tags() -> dict[str, str]:
     ``AVX2``, ``AVX512``, ...), whether ``model.train_precision: auto`` trains in bfloat16 here
     (:func:`native_bfloat16`), the intra-op threads and the torch version. The same commit, params
     and seed train other weights on another path (docs/measurements.md, "Reproducibility"), so a
-    campaign's numbers are compared with the path they came from."""
-    import torch
+    campaign's numbers are compared with the path they came from. Empty in a process that has not
+    imported torch (it ran no model numerics; importing it here would cost ~1.7 s a stage)."""
+    import sys
 
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
     return dict(zip(NUMERICS_TAGS, (torch.backends.cpu.get_cpu_capability(), str(native_bfloat16()).lower(),
                                     str(torch.get_num_threads()), torch.__version__)))

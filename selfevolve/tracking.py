@@ -17,8 +17,9 @@ reads and writes its own artifacts, never the original's.
 
 Every stage run carries its lineage (:func:`lineage_tags`): the git commit (MLflow's Source
 column), the SHA-256 of ``dvc.lock`` when the run started, and the Prefect flow run that ran it;
-and the numerical path it ran on (``selfevolve.runtime_env.numerics_tags``: CPU kernels, native
-bfloat16, threads, torch version), since another path trains other weights from the same inputs.
+and, set when the stage ends if it ran torch, the numerical path it ran on
+(``selfevolve.runtime_env.numerics_tags``: CPU kernels, native bfloat16, threads, torch version),
+since another path trains other weights from the same inputs.
 """
 
 from __future__ import annotations
@@ -349,14 +350,23 @@ def stage_run(campaign: str, cycle: str, stage: str, params: dict | None = None,
     run = client.create_run(exp_id, run_name=f"{cycle}/{stage}",
                             tags={TAG_CYCLE: cycle, TAG_STAGE: stage, TAG_KIND: "stage", "mlflow.parentRunId": parent_id,
                                   TAG_PID: str(os.getpid()), TAG_HOST: socket.gethostname(),
-                                  "mlflow.source.name": f"selfevolve {stage}", **lineage_tags(root), **numerics_tags()})
+                                  "mlflow.source.name": f"selfevolve {stage}", **lineage_tags(root)})
     handle = StageRun(client, run.info.run_id, parent_id, exp_id, {TAG_CYCLE: cycle, TAG_STAGE: stage})
+
+    def tag_numerics() -> None:  # after the stage's work: only then is it known whether it ran torch
+        from mlflow.entities import RunTag
+
+        if tags := numerics_tags():
+            client.log_batch(run.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+
     try:
         yield handle
         handle.flush()
+        tag_numerics()
     except BaseException:
         with contextlib.suppress(Exception):  # what the stage logged before it failed, as far as it goes
             handle.flush()
+            tag_numerics()
         client.set_terminated(run.info.run_id, status="FAILED")
         client.set_terminated(parent_id, status="FAILED")
         raise

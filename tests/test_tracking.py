@@ -26,6 +26,8 @@ def _runs(root, campaign="t", **tags):
 
 
 def test_rerun_replaces_and_parent_is_unique(store):
+    import torch  # noqa: F401  (a stage that ran torch is tagged with its numerical path)
+
     for value in (1.0, 2.0):
         with tracking.stage_run("t", "c1", "solve", {"a": {"b": 1}}, store) as run:
             run.log_metrics({"acc": value}, step=1, parent=True)
@@ -34,8 +36,6 @@ def test_rerun_replaces_and_parent_is_unique(store):
     parents = _runs(store, **{tracking.TAG_KIND: "cycle"})
     assert len(parents) == 1 and parents[0].data.params["a.b"] == "1"
     assert (store / "mlflow" / "mlflow.db").exists()
-    import torch
-
     from selfevolve.runtime_env import NUMERICS_TAGS, native_bfloat16
     tags = stage[0].data.tags  # the numerical path the stage ran on, read from this process's torch
     assert [tags[k] for k in NUMERICS_TAGS] == [torch.backends.cpu.get_cpu_capability(), str(native_bfloat16()).lower(),
