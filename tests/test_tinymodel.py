@@ -450,3 +450,102 @@ def test_the_split_round_follows_the_warm_start_and_its_check_is_the_kept_one(tm
     first, split = summary["rounds"]
     assert not first["kept"] and split["kept"] and split["split_roles"] and split["frontier_pass"] == 0.4
     assert summary["extra_rounds"] == 0  # the split round is not one of the extra rounds a missed check asks for
+
+
+def test_the_split_round_trains_on_until_its_roles_hold_and_keeps_the_best(tmp_path):
+    """A role below ``min_seed_accuracy`` on the role check buys another split round of
+    ``extra_steps`` (up to ``extra_rounds``); the split round with the best weakest role (seed forms
+    held first) is the saved model, and its role accuracies are in the summary. A check that holds at
+    once adds nothing: the model is the one a run without the check saves."""
+    import torch
+    from safetensors.torch import load_file
+
+    from selfevolve.embedded.warm_start import run_bootstrap
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 2, 100, 4, 3
+    p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.95, 3, 2
+    seen = []
+
+    def roles(answers):
+        answers = iter(answers)
+
+        def check(model, tok):
+            seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+            return next(answers)
+        return check
+
+    checks = iter([{"frontier_pass": 0.5, "seed_accuracy": 1.0}] + [{"frontier_pass": 0.4, "seed_accuracy": 0.99}] * 4)
+    summary, _ = run_bootstrap(p, tmp_path / "m", probe=lambda model, tok: next(checks), role_check=roles(
+        [{"splitter": 1.0, "part": 0.9, "combiner": 0.4}, {"splitter": 1.0, "part": 0.97, "combiner": 0.8},
+         {"splitter": 0.9, "part": 0.97, "combiner": 0.7}, {"splitter": 1.0, "part": 0.6, "combiner": 0.99}]))
+    split = [r for r in summary["rounds"] if r.get("split_roles")]
+    assert [r["steps"] for r in split] == [3, 2, 2, 2] and summary["steps"] == 2 + 3 + 3 * 2
+    assert [r["kept"] for r in summary["rounds"]] == [False, False, True, False, False]
+    assert summary["split_rounds"] == 4 and summary["extra_rounds"] == 0
+    assert summary["role_combiner_accuracy"] == 0.8 and summary["role_part_accuracy"] == 0.97
+    saved = load_file(tmp_path / "m" / "model.safetensors")
+    assert all(torch.equal(saved[k], seen[1][k]) for k in saved)  # the second split round's weights
+    assert not torch.equal(seen[1]["model.norm.weight"], seen[3]["model.norm.weight"])
+
+    # roles that hold at once: one split round, the same weights as a run without the check
+    checks = iter([{"frontier_pass": 0.5, "seed_accuracy": 1.0}, {"frontier_pass": 0.4, "seed_accuracy": 0.99}] * 2)
+    summary, _ = run_bootstrap(p, tmp_path / "a", probe=lambda model, tok: next(checks),
+                               role_check=roles([{"splitter": 1.0, "part": 0.96, "combiner": 0.95}]))
+    assert summary["split_rounds"] == 1 and summary["rounds"][-1]["kept"] and summary["steps"] == 5
+    run_bootstrap(p, tmp_path / "b", probe=lambda model, tok: next(checks))
+    a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(monkeypatch):
+    """``split_role_check`` asks each role ``probe_questions // 4`` fresh questions (the same ones at
+    every check) and counts a reply right only when what follows ``</think>`` is the transcript's:
+    a reply with the right worked steps and a wrong answer is wrong, other steps with the right answer right."""
+    from selfevolve.backends.base import Completion
+    from selfevolve.backends import hf
+    from selfevolve.config import load_params
+    from selfevolve.embedded.warm_start import split_role_check
+    from selfevolve.mass import design as D
+    from selfevolve.questions import arith
+
+    p = load_params(None, overrides={"bootstrap.probe_questions": 40})
+    asked = []
+
+    class Replies:  # the splitter's reply, steps with a wrong answer for parts, other steps with the right answer for the combiner
+        def chat(self, conversations, sampling):
+            assert sampling.temperature == 0.0 and all(len(c) == 1 and c[0]["role"] == "user" for c in conversations)
+            asked.append([c[0]["content"] for c in conversations])
+            out = []
+            for c in conversations:
+                text = c[0]["content"]
+                if text.startswith(D.SPLIT_INSTRUCTION.strip()):
+                    reply = _expected_split_reply(text)
+                elif text.startswith(D.PART_INSTRUCTION.strip()):
+                    reply = "<think>1+1=2</think><answer>-1</answer>"
+                else:
+                    low, high = (int(x) for x in re.search(r"Low: (\d+)\nHigh: (\d+)", text).groups())
+                    reply = f"<think>no steps</think><answer>{arith.combine_sums(low, high)}</answer>"
+                out.append([Completion(text=reply, finish_reason="stop", prompt_tokens=1, output_tokens=1)])
+            return out
+
+    monkeypatch.setattr(hf.HFBackend, "from_pretrained_objects", classmethod(lambda cls, model, tok: Replies()))
+
+    class Tok:
+        def __call__(self, text):
+            return type("Enc", (), {"input_ids": list(text)})()
+
+    check = split_role_check(p)
+    assert check(None, Tok()) == {"splitter": 1.0, "part": 0.0, "combiner": 1.0}
+    first = asked[:]
+    check(None, Tok())
+    assert asked[3:] == first and [len(a) for a in first] == [10, 10, 10]
+    assert split_role_check(load_params(None, overrides={"bootstrap.extra_rounds": 0})) is None
+    assert split_role_check(load_params(None, overrides={"bootstrap.split_steps": 0})) is None
+
+
+def _expected_split_reply(prompt: str) -> str:
+    from selfevolve.questions import arith
+
+    a, b = (int(x) for x in re.search(r"Compute (\d+) \+ (\d+)\.", prompt).groups())
+    return arith.split_reply(a, b)

@@ -93,10 +93,12 @@ def practice_transcript(rng: random.Random, restate: bool = False, max_digits: i
     return _chat("solver", f"<think>{' '.join(head)}</think>", question=f"Align {a} + {b}.", domain="math", plan=None)
 
 
-def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int = PRACTICE_DIGITS - 1) -> tuple[str, Chat]:
+def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int = PRACTICE_DIGITS - 1,
+                     role: str | None = None) -> tuple[str, Chat]:
     """One transcript of a role of the split workflow (``selfevolve.mass.design.split_solve_combine``),
-    drawn by :data:`SPLIT_ROLES`; the warm start's split round trains on them
-    (``warm_start.split_role_rows``). None holds the sum of a question beyond the seed forms:
+    drawn by :data:`SPLIT_ROLES` (or the given ``role``, one of its keys); the warm start's split
+    round trains on them (``warm_start.split_role_rows``) and checks its roles on fresh ones
+    (``warm_start.split_role_check``). None holds the sum of a question beyond the seed forms:
 
     * splitter: ``Compute a + b.`` (each operand 1 to ``max_digits`` digits, drawn on its own) ->
       both numbers padded, then ``<low>..</low><high>..</high>`` (``arith.split_reply``): reading,
@@ -107,7 +109,10 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
     Returns ``("solver", chat)``: the rows train and replay with the Solver's."""
     from selfevolve.mass import design as D
 
-    role = rng.choices(list(SPLIT_ROLES), weights=list(SPLIT_ROLES.values()))[0]
+    if role is None:
+        role = rng.choices(list(SPLIT_ROLES), weights=list(SPLIT_ROLES.values()))[0]
+    elif role not in SPLIT_ROLES:
+        raise ValueError(f"role must be one of {sorted(SPLIT_ROLES)}, got {role!r}")
     a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
     problem = f"Compute {arith.expression_text([a, b], ['+'])}."
     (la, lb), (ha, hb) = arith.split_sum(a, b)

@@ -43,7 +43,8 @@ def warm_start_transcripts(params: Params, seed_questions=None) -> list[tuple[st
 
 
 def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
-                  probe: Callable[[object, object], float] | None = None) -> tuple[dict, list]:
+                  probe: Callable[[object, object], dict] | None = None,
+                  role_check: Callable[[object, object], dict[str, float]] | None = None) -> tuple[dict, list]:
     """Build, warm-start and save the tiny model to ``out_dir``. Returns the summary dict
     (``parameters``, ``vocab_size``, ``final_loss``, ``seconds``, ``loss_curve``, ``rounds``) and the
     training rows (``Rollout`` records: the transcripts, which later cycles replay).
@@ -72,7 +73,16 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     again and that check is the kept one. Measured (docs/measurements.md, "December 5 (evening)"):
     mixed into the warm start at a fifth of its transcripts the roles stayed unlearned (the workflow
     0.01 beyond the frontier, one pass 0.19); as a round of their own on the warm-started model
-    they were learned.
+    they were learned. ``role_check(model, tokenizer) -> {role: greedy accuracy in [0, 1]}``
+    (:func:`split_role_check`) measures the roles on fresh role transcripts after that round; while
+    one is below ``bootstrap.min_seed_accuracy`` (the roles are seed-form work: reading, seed-form
+    sums, a carry), up to ``bootstrap.extra_rounds`` more split rounds of ``bootstrap.extra_steps``
+    steps follow, and the best split round is kept: seed forms held first, then the weakest role's
+    accuracy, then the frontier pass@k. Measured (docs/measurements.md, "December 6 (evening)"):
+    the same code and seed left the combiner at 0.36 on one CPU's kernel path and the split
+    workflow working on another; the check makes the roles' standing a condition, not an outcome.
+    Each split round's entry in ``summary["rounds"]`` has ``split_roles: True`` and its ``roles``;
+    the kept one's are also ``role_<role>_accuracy`` in the summary.
 
     Raises ``ValueError`` if the transcripts are empty.
     """
@@ -142,16 +152,35 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
             model.load_state_dict(best[2])
         for entry in rounds:
             entry["kept"] = entry["round"] == best[1]
-    split_rows = split_role_rows(params)
+    split_rows, kept_roles = split_role_rows(params), {}
     if split_rows:
-        last = curve[-1]["step"]
-        curve += [{**e, "step": last + e["step"]} for e in
-                  train(bp.split_steps, params.seed + len(rounds) + 1, "bootstrap (the split workflow's roles)", split=split_rows,
-                        learning_rate=bp.split_learning_rate)]
-        if probe is not None:
-            for entry in rounds:
-                entry["kept"] = False
-            rounds.append({"round": len(rounds), "steps": bp.split_steps, "split_roles": True, **probe(model, tok), "kept": True})
+        for entry in rounds:
+            entry["kept"] = False
+        first, best = len(rounds), None
+        while True:
+            r, steps = len(rounds), bp.split_steps if len(rounds) == first else bp.extra_steps
+            last = curve[-1]["step"]
+            desc = "bootstrap (the split workflow's roles)" + (f", extra round {r - first}" if r > first else "")
+            curve += [{**e, "step": last + e["step"]} for e in
+                      train(steps, params.seed + r + 1, desc, split=split_rows, learning_rate=bp.split_learning_rate)]
+            if probe is None and role_check is None:
+                break
+            entry = {"round": r, "steps": steps, "split_roles": True, **(probe(model, tok) if probe else {})}
+            if role_check is not None:
+                entry["roles"] = role_check(model, tok)
+            rounds.append(entry)
+            if best is None or _split_rank(entry, bp) > best[0]:
+                best = (_split_rank(entry, bp), r, snapshot(model))
+            if _roles_ok(entry, bp) or r - first >= bp.extra_rounds:
+                break
+            log.info("split workflow's roles %s (wanted %.3f each): extra split round %d of %d steps", entry["roles"],
+                     bp.min_seed_accuracy, r + 1 - first, bp.extra_steps)
+        if best is not None:
+            if best[1] != len(rounds) - 1:
+                model.load_state_dict(best[2])
+            for entry in rounds[first:]:
+                entry["kept"] = entry["round"] == best[1]
+            kept_roles = {f"role_{k}_accuracy": v for k, v in rounds[best[1]].get("roles", {}).items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
@@ -163,6 +192,8 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
         "train_precision": resolve_precision(params.model.train_precision),
         "steps": len(curve),
         "extra_rounds": max(0, sum(not r.get("split_roles") for r in rounds) - 1),
+        "split_rounds": sum(bool(r.get("split_roles")) for r in rounds),
+        **kept_roles,
         "rounds": rounds,
         "final_loss": fmean(r["loss"] for r in curve[-every:]) if curve else None,
         "loss_curve": [r for r in curve if r["step"] % every == 0],
@@ -186,6 +217,53 @@ def split_role_rows(params: Params) -> list:
     rng, forms = random.Random(f"split-roles:{params.seed}"), arith_forms(params)[0]
     n = max(1, round(bp.split_steps * bp.batch_size * bp.split_share))
     return as_rows([split_transcript(rng, forms) for _ in range(n)], prefix="split")
+
+
+def split_role_check(params: Params) -> Callable[[object, object], dict[str, float]] | None:
+    """``check(model, tokenizer) -> {role: accuracy in [0, 1]}`` for each role of
+    :data:`~selfevolve.embedded.transcripts.SPLIT_ROLES`: greedy replies to
+    ``bootstrap.probe_questions // 4`` fresh transcripts of that role (``transcripts.split_transcript``,
+    drawn once from their own seed, so checking takes nothing from training's randomness), right
+    when what follows the reply's ``</think>`` (the splitter's ``<low>..</low><high>..</high>``, a
+    part's or the combiner's ``<answer>``) is the transcript's, character for character; that is
+    what the workflow (``mass.design.split_solve_combine``) reads from each role. None where
+    :func:`split_role_rows` is empty or ``bootstrap.extra_rounds`` is 0."""
+    from selfevolve.backends.base import SamplingConfig
+    from selfevolve.embedded.transcripts import SPLIT_ROLES, split_transcript
+    from selfevolve.questions.seed_sets import arith_forms
+
+    if not split_role_rows(params) or not params.bootstrap.extra_rounds:
+        return None
+    rng, forms = random.Random(f"split-check:{params.seed}"), arith_forms(params)[0]
+    n = max(1, params.bootstrap.probe_questions // 4)
+    items = {role: [split_transcript(rng, forms, role=role)[1] for _ in range(n)] for role in SPLIT_ROLES}
+
+    def check(model, tok) -> dict[str, float]:
+        from selfevolve.backends.hf import HFBackend
+
+        backend = HFBackend.from_pretrained_objects(model, tok)
+        out = {}
+        for role, chats in items.items():
+            longest = max(len(tok(c[1]["content"]).input_ids) for c in chats)
+            replies = backend.chat([c[:1] for c in chats], SamplingConfig(temperature=0.0, max_new_tokens=longest + 8))
+            out[role] = round(fmean(_after_think(got[0].text) == _after_think(c[1]["content"]) for got, c in zip(replies, chats)), 4)
+        return out
+
+    return check
+
+
+def _after_think(text: str) -> str:
+    """What a role's reply says after its worked steps (its last ``</think>``), stripped."""
+    return text.rpartition("</think>")[2].strip()
+
+
+def _roles_ok(entry: dict, bp) -> bool:
+    return all(a >= bp.min_seed_accuracy for a in entry.get("roles", {}).values())
+
+
+def _split_rank(entry: dict, bp) -> tuple:
+    """Order of the split rounds: one that holds the seed forms first, then its weakest role, then the frontier."""
+    return (_seed_ok(entry, bp), min(entry.get("roles", {}).values(), default=0.0), entry.get("frontier_pass", 0.0))
 
 
 def focus_forms(entry: dict, bp) -> dict[str, float]:

@@ -33,7 +33,7 @@ def bootstrap(ctx: StageContext) -> dict:
     archive holding one, or a registry package: ``selfevolve.backends.gguf_model``) is converted
     into ``models/base`` first."""
     from selfevolve.backends.gguf_model import convert, is_gguf_source, locate
-    from selfevolve.embedded.warm_start import run_bootstrap
+    from selfevolve.embedded.warm_start import run_bootstrap, split_role_check
 
     out = ctx.base.model
     params = ctx.params
@@ -50,7 +50,8 @@ def bootstrap(ctx: StageContext) -> dict:
         rows, counts = mastered_replay(ctx)
         _no_labels_yet(ctx, replay=rows)
         return {"embedded": 0, **counts, **standing(ctx)}
-    summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question), probe=frontier_probe(ctx))
+    summary, rows = run_bootstrap(params, out, seed_questions=read_jsonl(ctx.base.pool, Question), probe=frontier_probe(ctx),
+                                  role_check=split_role_check(params))
     _no_labels_yet(ctx, replay=rows)
     numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and v is not None}
     kept = next((r for r in summary.get("rounds", []) if r.get("kept")), None)
