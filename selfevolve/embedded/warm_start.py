@@ -148,10 +148,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
             rounds.append({"round": r, "steps": bp.extra_steps, "focus": sorted(focus), **probe(model, tok)})
             if _rank(rounds[-1], bp) > best[0]:
                 best = (_rank(rounds[-1], bp), r, snapshot(model))
-        if best[1] != len(rounds) - 1:
-            model.load_state_dict(best[2])
-        for entry in rounds:
-            entry["kept"] = entry["round"] == best[1]
+        _keep_best(model, rounds, best)
     split_rows, kept_roles = split_role_rows(params), {}
     if split_rows:
         for entry in rounds:
@@ -176,10 +173,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
             log.info("split workflow's roles %s (wanted %.3f each): extra split round %d of %d steps", entry["roles"],
                      bp.min_seed_accuracy, r + 1 - first, bp.extra_steps)
         if best is not None:
-            if best[1] != len(rounds) - 1:
-                model.load_state_dict(best[2])
-            for entry in rounds[first:]:
-                entry["kept"] = entry["round"] == best[1]
+            _keep_best(model, rounds[first:], best)
             kept_roles = {f"role_{k}_accuracy": v for k, v in rounds[best[1]].get("roles", {}).items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
@@ -212,7 +206,7 @@ def split_role_rows(params: Params) -> list:
     from selfevolve.questions.seed_sets import arith_forms
 
     bp = params.bootstrap
-    if params.seeds.set != "arith" or not bp.split_steps or not bp.split_share:
+    if not _split_round_on(params):
         return []
     rng, forms = random.Random(f"split-roles:{params.seed}"), arith_forms(params)[0]
     n = max(1, round(bp.split_steps * bp.batch_size * bp.split_share))
@@ -232,7 +226,7 @@ def split_role_check(params: Params) -> Callable[[object, object], dict[str, flo
     from selfevolve.embedded.transcripts import SPLIT_ROLES, split_transcript
     from selfevolve.questions.seed_sets import arith_forms
 
-    if not split_role_rows(params) or not params.bootstrap.extra_rounds:
+    if not _split_round_on(params) or not params.bootstrap.extra_rounds:
         return None
     rng, forms = random.Random(f"split-check:{params.seed}"), arith_forms(params)[0]
     n = max(1, params.bootstrap.probe_questions // 4)
@@ -250,6 +244,21 @@ def split_role_check(params: Params) -> Callable[[object, object], dict[str, flo
         return out
 
     return check
+
+
+def _split_round_on(params: Params) -> bool:
+    """Whether the warm start has a split round: an arith seed set, ``split_steps`` and ``split_share`` set."""
+    bp = params.bootstrap
+    return params.seeds.set == "arith" and bool(bp.split_steps) and bool(bp.split_share)
+
+
+def _keep_best(model, entries: list[dict], best: tuple) -> None:
+    """Load the weights of ``best`` (``(rank, round, state dict)``) unless its round is the last of
+    ``entries`` (the model's current weights), and mark which of ``entries`` is kept."""
+    if best[1] != entries[-1]["round"]:
+        model.load_state_dict(best[2])
+    for entry in entries:
+        entry["kept"] = entry["round"] == best[1]
 
 
 def _after_think(text: str) -> str:
