@@ -137,6 +137,13 @@ class CyclePaths:
         return self._f("earlier_labels.jsonl")
 
     @property
+    def earlier_distilled(self) -> Path:
+        """Every earlier cycle's distilled team runs and turns (the starting cycle's
+        ``earlier_distilled`` plus its ``mass/distill.jsonl``): distilled again with this cycle's, so
+        a reach the team carried into one pass once is kept."""
+        return self._f("earlier_distilled.jsonl")
+
+    @property
     def sft_dataset(self) -> Path:
         return self._f("sft_dataset.jsonl")
 

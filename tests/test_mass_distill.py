@@ -186,3 +186,63 @@ def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_the
     shutil.rmtree(P.model)
     calls.clear()
     assert train_sft(StageContext(params, "c1", tmp_path))["sft_trained"] == 0 and not calls
+
+
+def test_every_earlier_cycles_distilled_runs_are_carried_and_distilled_again(tiny_model_dir, tmp_path, monkeypatch):
+    """``datasets`` writes a cycle's earlier distilled rows as its start's earlier distilled rows plus
+    its start's ``mass/distill.jsonl`` (c2 carries c1's runs, c3 c1's and c2's), and ``train_sft``
+    distils them beside the cycle's own, the earlier team turns among the turns, also in a cycle
+    whose search distilled nothing (without them a cycle taught one form and lost the ones the cycle
+    before had taught)."""
+    import shutil
+
+    from selfevolve.config import Params
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import read_jsonl, write_jsonl
+    from selfevolve.stages.base import seeds
+    from selfevolve.stages.context import StageContext
+    from selfevolve.stages.train import datasets, train_sft
+    from selfevolve.training import sft as sft_module
+
+    from selfevolve.config import CycleSpec
+
+    params = Params()
+    params.cycles = {"c1": CycleSpec(init="base"), "c2": CycleSpec(init="c1"), "c3": CycleSpec(init="c2")}
+    params.sft.keep_if_worse = True
+    params.model.train_precision = "float32"
+    seeds(StageContext(params, "base", tmp_path))
+    base = cycle_paths("base", tmp_path)
+    assert read_jsonl(base.mass_distill, Rollout) == [] and read_jsonl(base.earlier_distilled, Rollout) == []
+    write_jsonl(base.replay, _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start"))
+    write_jsonl(base.earlier_labels, [])
+    write_jsonl(base.self_labels, [])
+    chain = "<think>splitter {i}</think><answer>{s}</answer>"
+    own = {"c1": _rows(3, "Compute {i}00000 + {i}.", chain, DISTILL_SOURCE),
+           "c2": [],  # c2's search distilled nothing
+           "c3": _rows(2, "Compute {i}0000000 + {i}.", chain, DISTILL_SOURCE)}
+    turn = Rollout(id="c1-turn", role="solver", group="q9", question_id="q9", prompt="Solve the part below.\nLow part: 9 + 9",
+                   completion="<answer>18</answer>", reward=1.0, detail={"source": DISTILL_SOURCE, "by": TEAM_TURN})
+    for c in own:
+        own[c] = [r.model_copy(update={"id": f"{c}-{r.id}"}) for r in own[c]] + ([turn] if c == "c1" else [])
+    calls, real = [], sft_module.distill_sft
+    monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: calls.append((a, k)) or real(*a, **{**k, "steps": 2, "batch_size": 2}))
+    for c in own:
+        P = cycle_paths(c, tmp_path)
+        P.mass_dir.mkdir(parents=True)
+        for f in (P.rollouts, P.pool, P.solve_set, P.attempts, P.verdicts, P.mass_trajectories):
+            write_jsonl(f, [])
+        (P.mass_champions).write_text("{}")
+        ctx = StageContext(params, c, tmp_path)
+        metrics = datasets(ctx)
+        write_jsonl(P.mass_distill, own[c])
+        shutil.copytree(tiny_model_dir, P.rl_model)
+        calls.clear()
+        trained = train_sft(ctx)
+        (_, rows, _, _), k = calls[0]
+        if c == "c2":
+            assert metrics["earlier_distilled"] == 4 and trained["distill_rows_earlier"] == 4
+            assert [r.id for r in rows] == [r.id for r in own["c1"][:3]]   # nothing of its own: c1's again
+            assert [r.id for r in k["turns"]] == ["c1-turn"]
+        if c == "c3":
+            assert [r.id for r in read_jsonl(P.earlier_distilled, Rollout)] == [r.id for r in own["c1"]]
+            assert [r.id for r in rows] == [r.id for r in own["c3"] + own["c1"][:3]]

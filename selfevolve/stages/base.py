@@ -12,12 +12,15 @@ from selfevolve.stages.context import EMBEDDED, StageContext, log
 
 def seeds(ctx: StageContext) -> dict:
     """Write ``data/cycles/base/{pool,val,heldout}.jsonl`` from ``seeds.set``, and the base cycle's
-    (empty) MASS champions, so that every cycle reads the champions of the cycle it starts from."""
+    (empty) MASS champions, distilled runs and earlier distilled runs, so that every cycle reads
+    those of the cycle it starts from."""
     pool, val, held = load_seed_set(ctx.params, ctx.root)
     write_jsonl(ctx.base.pool, pool)
     write_jsonl(ctx.base.val, val)
     write_jsonl(ctx.base.heldout, held)
     write_json(ctx.base.mass_champions, {})
+    write_jsonl(ctx.base.mass_distill, [])
+    write_jsonl(ctx.base.earlier_distilled, [])
     return {"seed_questions": len(pool), "val_questions": len(val), "heldout_questions": len(held)}
 
 

@@ -68,7 +68,8 @@ class Stage:
 _GEN = ("seed", "sampling", "model", "seeds.set")
 
 STAGES: tuple[Stage, ...] = (
-    Stage("seeds", base.seeds, False, deps=(), outs=("base.pool", "base.val", "base.heldout", "base.mass_champions"),
+    Stage("seeds", base.seeds, False, deps=(), outs=("base.pool", "base.val", "base.heldout", "base.mass_champions",
+                                             "base.mass_distill", "base.earlier_distilled"),
           params=("seed", "seeds")),
     Stage("bootstrap", base.bootstrap, False, deps=("base.pool", "base.val"),
           outs=("base.model", "base.replay", "base.self_labels", "base.earlier_labels"),
@@ -101,8 +102,8 @@ STAGES: tuple[Stage, ...] = (
           params=(*_GEN, "mass", "verifiers", "sage.frontier_band", "seeds.arith"), artifacts=("mass_dir",), resource="gpu"),
     Stage("datasets", train.datasets, True,
           deps=("cycle.rollouts", "cycle.pool", "cycle.solve_set", "cycle.attempts", "cycle.verdicts", "cycle.mass_trajectories",
-                "cycle.mass_champions", "init.earlier_labels", "init.self_labels"),
-          outs=("cycle.rl_dataset", "cycle.self_labels", "cycle.earlier_labels", "cycle.sft_dataset"),
+                "cycle.mass_champions", "init.earlier_labels", "init.self_labels", "init.mass_distill", "init.earlier_distilled"),
+          outs=("cycle.rl_dataset", "cycle.self_labels", "cycle.earlier_labels", "cycle.earlier_distilled", "cycle.sft_dataset"),
           params=("sage.ablation", "rl.algorithm", "rl.skip_no_spread", "sage.frontier_band", "rl.labels_per_question", "rl.retention_labels",
                   "mass.enabled")),
     Stage("train_rl", train.train_rl, True,
@@ -110,7 +111,7 @@ STAGES: tuple[Stage, ...] = (
                 "base.val"),
           outs=("cycle.rl_model",), params=(*_GEN, "rl", "sage", "verifiers", "evaluation"), resource="gpu"),
     Stage("train_sft", train.train_sft, True, deps=("cycle.rl_model", "cycle.sft_dataset", "cycle.mass_distill", "base.val", "base.replay",
-                                                    "cycle.earlier_labels", "cycle.self_labels"),
+                                                    "cycle.earlier_labels", "cycle.self_labels", "cycle.earlier_distilled"),
           outs=("cycle.model",),
           params=("seed", "sft", "model", "rl.eval_questions", "verifiers", "evaluation", "mass.enabled"), resource="gpu"),
     Stage("evaluate", evaluate.evaluate, True, deps=("cycle.model", "base.heldout", "base.eval_dir", "init.eval_dir", "cycle.mass_champions"),

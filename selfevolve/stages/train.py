@@ -127,6 +127,9 @@ def datasets(ctx: StageContext) -> dict:
       ``sage.frontier_band`` (:func:`self_labels`; none when ``sage.ablation.train_solver`` is off).
     * ``earlier_labels.jsonl``: every earlier cycle's self-labels (the starting cycle's earlier
       labels plus its self-labels).
+    * ``earlier_distilled.jsonl``: every earlier cycle's distilled team runs and turns (the starting
+      cycle's earlier distilled rows plus its ``mass/distill.jsonl``), distilled again by
+      ``train_sft`` beside this cycle's.
     * ``sft_dataset.jsonl``: the MASS champion's verified runs as SFT chats: single-pass Solver
       chats, or each agent's own turns when the answer agent is not the Solver (``selfevolve.mass.sft_data``).
     """
@@ -158,6 +161,8 @@ def datasets(ctx: StageContext) -> dict:
             retained = sorted(ctx.rng("retention_labels").sample(retained, len(labels)), key=lambda r: r.id)
     write_jsonl(P.self_labels, labels + retained)
     write_jsonl(P.earlier_labels, earlier)
+    earlier_distilled = [r for f in (ctx.init.earlier_distilled, ctx.init.mass_distill) if f.exists() for r in read_jsonl(f, Rollout)]
+    write_jsonl(P.earlier_distilled, earlier_distilled)
     chats = []
     if params.mass.enabled and P.mass_trajectories.exists():
         from selfevolve.mass.design import load_champions
@@ -168,7 +173,7 @@ def datasets(ctx: StageContext) -> dict:
     counts = Counter(r.role for r in rl_rows)
     levels = Counter(r.detail.get("level") for r in labels)
     return {"rl_rows": len(rl_rows), "rl_rows_dropped": len(rollouts) - len(rl_rows), "sft_rows": len(chats), "retention_labels": len(retained),
-            "earlier_labels": len(earlier), **label_counts, **{f"rl_rows_{k}": v for k, v in counts.items()},
+            "earlier_labels": len(earlier), "earlier_distilled": len(earlier_distilled), **label_counts, **{f"rl_rows_{k}": v for k, v in counts.items()},
             **{f"self_labels_level_{k}": v for k, v in sorted(levels.items(), key=lambda kv: str(kv[0])) if k is not None}}
 
 
@@ -245,7 +250,12 @@ def train_sft(ctx: StageContext) -> dict:
     the Solver's labels (``training.sft.distill_sft``: a longer run than the chats', which a new way
     of answering needs). The turns keep the team's roles: without them the chains taught under the
     Solver's prompt leaked into the part solvers' turns, and the split team that answered 0.82 of
-    the c1 check fell to 0.12 at c2 (docs/measurements.md, "December 6").
+    the c1 check fell to 0.12 at c2 (docs/measurements.md, "December 6"). Every earlier cycle's
+    distilled runs and turns (``earlier_distilled.jsonl``) join this cycle's, also when this cycle
+    distilled none: each round replays every earlier round (Lee et al. 2025, sec. 3). Measured on
+    seed 0's c2: without them c2 taught 5+5 and lost the 6-digit forms c1 had distilled (6+3 0.45
+    -> 0); with c1's rows beside c2's, held-out rungs 0.816 against c1's 0.701 (docs/measurements.md,
+    "December 6 (night)").
 
     The SFT step is kept only if it does not lower validation accuracy on the questions being moved
     nor, by more than ``rl.retention_tolerance`` (or ``rl.retention_slack`` questions), on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
@@ -261,7 +271,11 @@ def train_sft(ctx: StageContext) -> dict:
     from selfevolve.training.sft import with_replay
 
     P, params = ctx.paths, ctx.params
-    distilled = read_jsonl(P.mass_distill, Rollout) if params.mass.enabled and P.mass_distill.exists() else []
+    distilled, earlier = [], []
+    if params.mass.enabled:
+        distilled = read_jsonl(P.mass_distill, Rollout) if P.mass_distill.exists() else []
+        earlier = read_jsonl(P.earlier_distilled, Rollout) if P.earlier_distilled.exists() else []
+        distilled += earlier
     chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
     if distilled:
         replay = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout) + read_jsonl(P.self_labels, Rollout)
@@ -278,6 +292,7 @@ def train_sft(ctx: StageContext) -> dict:
     metrics = _numbers(summary)
     metrics["sft_trained"] = int(bool(summary.get("trained")))
     metrics["sft_kept"] = metrics["sft_trained"]
+    metrics["distill_rows_earlier"] = len(earlier)
     if summary.get("trained") and not params.sft.keep_if_worse:
         from selfevolve.training.rl import progress_kept, retention_flags, split_accuracy
 
