@@ -401,3 +401,31 @@ def test_shared_prompt_prefix_runs_once_with_the_plain_gradient(tiny_model_dir):
     assert [len(ids) for ids, _ in cut] == [16, 16] and all(p < loop.SHARED_PREFIX_MIN_TOKENS for _, p in cut)
     flat = [r for ids, _ in cut for r in ids]
     assert len(flat) == len(plain) and all(r[:len(e[0])] == e[0] for r, e in zip(flat, plain))
+
+
+def test_the_sft_gate_guards_the_mastered_seed_forms_and_weighs_earlier_cycles_forms_with_the_rest():
+    """``stages.train.sft_retention_flags``: only the seed forms the starting model masters guard
+    retention in the SFT step's check; a form an earlier cycle mastered (4+5) counts with the rungs
+    being moved. Seed 0's c3, in small: a step that costs 4+5 and gains more on 6+6 is kept (the
+    mastered-forms guard refused it, and it was the better model held-out); one that costs a seed
+    form is refused; one whose losses outweigh its gains is refused; questions without a split keep
+    the per-form guard."""
+    from selfevolve.records import MathSpec, Question
+    from selfevolve.stages.train import sft_retention_flags
+
+    def qs(form, split, n):
+        return [Question(id=f"{form}-{i}", domain="math", text="t", spec=MathSpec(answer="1"), form=form, split=split)
+                for i in range(n)]
+
+    questions = qs("3+3", "seed", 100) + qs("4+5", "beyond", 20) + qs("6+6", "beyond", 20)
+    start = [1] * 100 + [1] * 20 + [0] * 20
+    flags = sft_retention_flags(start, questions, 0.9)
+    assert flags == [True] * 100 + [False] * 40
+    assert rl.retention_flags(start, [q.form for q in questions], 0.9) == [True] * 120 + [False] * 20   # what the RL guard sees
+    trade = [1] * 100 + [1] * 17 + [0] * 3 + [1] * 8 + [0] * 12          # 4+5 -3, 6+6 +8
+    assert rl.progress_kept(start, trade, flags, 0.01)
+    assert not rl.progress_kept(start, trade, rl.retention_flags(start, [q.form for q in questions], 0.9), 0.01)
+    assert not rl.progress_kept(start, [1] * 97 + [0] * 3 + trade[100:], flags, 0.01)      # a seed form pays: refused
+    assert not rl.progress_kept(start, [1] * 100 + [1] * 10 + [0] * 10 + [1] * 8 + [0] * 12, flags, 0.01)  # -10 +8
+    unsplit = [q.model_copy(update={"split": None}) for q in questions]
+    assert sft_retention_flags(start, unsplit, 0.9) == [True] * 120 + [False] * 20

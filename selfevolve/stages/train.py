@@ -208,6 +208,24 @@ def validator(ctx: StageContext, purpose: str):
     return Validation(validate, tuple(q.form for q in questions))
 
 
+def sft_retention_flags(start: list[int], questions: list[Question], mastered: float) -> list[bool]:
+    """Which validation questions guard retention in the SFT step's keep-or-refuse check: those of a
+    seed form (``Question.split == "seed"``; every question where no split is named) that the
+    starting model masters (``training.rl.retention_flags``, per form); every other question is
+    being moved, the forms earlier cycles mastered included, so the step is kept when what it gains
+    beyond the seed forms outweighs what it costs there (the issue's "retention of the seed forms as
+    a separate guard"; Lee et al. 2025 keep every round).
+
+    Measured (docs/measurements.md, "December 6 (continued)"): seed 0's c3 distillation moved
+    validation 0.877 -> 0.910 and was refused for the forms c1 and c2 had mastered (4+5 1.00 ->
+    0.85, 3+6 0.86 -> 0.71 held-out); kept, it was better on the held-out rungs (0.816 -> 0.863,
+    p 3e-5; 6+6 0 -> 0.41) and the seed forms (0.986 -> 0.994)."""
+    from selfevolve.training.rl import retention_flags
+
+    seed_form = [q.split in ("seed", None) for q in questions]
+    return [r and s for r, s in zip(retention_flags(start, [q.form for q in questions], mastered), seed_form)]
+
+
 def _numbers(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
@@ -258,7 +276,8 @@ def train_sft(ctx: StageContext) -> dict:
     "December 6 (night)").
 
     The SFT step is kept only if it does not lower validation accuracy on the questions being moved
-    nor, by more than ``rl.retention_tolerance`` (or ``rl.retention_slack`` questions), on the forms the RL checkpoint masters (``sft.keep_if_worse`` = false;
+    nor, by more than ``rl.retention_tolerance`` (or ``rl.retention_slack`` questions), on the seed
+    forms the RL checkpoint masters (:func:`sft_retention_flags`; ``sft.keep_if_worse`` = false;
     ``selfevolve.training.rl.progress_kept``): otherwise ``models/<cycle>`` is the RL checkpoint and
     ``sft_kept`` is 0 (the flattened multi-agent chats of the MASS reference were refused here
     every time: they pull the Solver away from its own prompt; docs/measurements.md).
@@ -294,21 +313,22 @@ def train_sft(ctx: StageContext) -> dict:
     metrics["sft_kept"] = metrics["sft_trained"]
     metrics["distill_rows_earlier"] = len(earlier)
     if summary.get("trained") and not params.sft.keep_if_worse:
-        from selfevolve.training.rl import progress_kept, retention_flags, split_accuracy
+        from selfevolve.training.rl import progress_kept, split_accuracy
 
         questions, seed, config = validation_questions(ctx), ctx.seed("train_sft"), SolveConfig.from_params(params)
-        forms = [q.form for q in questions]
 
         def outcome(model_dir) -> list[int]:
             with ctx.backend(model_dir) as backend:
                 return correctness(backend, questions, config, seed=seed)
 
         before, after = outcome(P.rl_model), outcome(P.model)
-        retention = retention_flags(before, forms, params.rl.mastered_accuracy)
+        retention = sft_retention_flags(before, questions, params.rl.mastered_accuracy)
         metrics.update(sft_val_accuracy_before=sum(before) / max(1, len(before)), sft_val_accuracy_after=sum(after) / max(1, len(after)),
-                       sft_val_moving_before=split_accuracy(before, retention)[0], sft_val_moving_after=split_accuracy(after, retention)[0])
+                       sft_val_moving_before=split_accuracy(before, retention)[0], sft_val_moving_after=split_accuracy(after, retention)[0],
+                       **{f"sft_val_retention_{k}": r for k, r in (("before", split_accuracy(before, retention)[1]),
+                                                                    ("after", split_accuracy(after, retention)[1])) if r is not None})
         if not progress_kept(before, after, retention, params.rl.retention_tolerance, params.rl.retention_slack):
-            log.warning("SFT lowered validation accuracy on the questions being moved or the mastered forms: the cycle keeps the RL checkpoint")
+            log.warning("SFT lowered validation accuracy on the questions being moved or the mastered seed forms: the cycle keeps the RL checkpoint")
             shutil.rmtree(P.model)
             shutil.copytree(P.rl_model, P.model)
             metrics["sft_kept"] = 0
