@@ -46,7 +46,7 @@ def test_every_stage_output_exists(campaign):
     for c in ("c1", "c2"):
         for f in ("challenge.jsonl", "critic_questions.jsonl", "solve_set.jsonl", "plans.jsonl", "critic_plans.jsonl", "attempts.jsonl",
                   "verdicts.jsonl", "rollouts.jsonl", "pool.jsonl", "rl_dataset.jsonl", "self_labels.jsonl", "earlier_labels.jsonl",
-                  "sft_dataset.jsonl", "eval/heldout.jsonl", "mass/champions.json",
+                  "earlier_distilled.jsonl", "sft_dataset.jsonl", "eval/heldout.jsonl", "mass/champions.json",
                   "mass/distill.jsonl", "mass/distill.json"):
             assert (root / "data" / "cycles" / c / f).exists(), (c, f)
         assert (root / "models" / c / "config.json").exists() and (root / "models" / f"{c}-rl" / "rl.json").exists()
