@@ -196,15 +196,13 @@ def test_every_earlier_cycles_distilled_runs_are_carried_and_distilled_again(tin
     before had taught)."""
     import shutil
 
-    from selfevolve.config import Params
+    from selfevolve.config import CycleSpec, Params
     from selfevolve.paths import cycle_paths
     from selfevolve.records import read_jsonl, write_jsonl
     from selfevolve.stages.base import seeds
     from selfevolve.stages.context import StageContext
     from selfevolve.stages.train import datasets, train_sft
     from selfevolve.training import sft as sft_module
-
-    from selfevolve.config import CycleSpec
 
     params = Params()
     params.cycles = {"c1": CycleSpec(init="base"), "c2": CycleSpec(init="c1"), "c3": CycleSpec(init="c2")}
@@ -231,7 +229,7 @@ def test_every_earlier_cycles_distilled_runs_are_carried_and_distilled_again(tin
         P.mass_dir.mkdir(parents=True)
         for f in (P.rollouts, P.pool, P.solve_set, P.attempts, P.verdicts, P.mass_trajectories):
             write_jsonl(f, [])
-        (P.mass_champions).write_text("{}")
+        P.mass_champions.write_text("{}")
         ctx = StageContext(params, c, tmp_path)
         metrics = datasets(ctx)
         write_jsonl(P.mass_distill, own[c])

@@ -323,10 +323,11 @@ def train_sft(ctx: StageContext) -> dict:
 
         before, after = outcome(P.rl_model), outcome(P.model)
         retention = sft_retention_flags(before, questions, params.rl.mastered_accuracy)
-        metrics.update(sft_val_accuracy_before=sum(before) / max(1, len(before)), sft_val_accuracy_after=sum(after) / max(1, len(after)),
-                       sft_val_moving_before=split_accuracy(before, retention)[0], sft_val_moving_after=split_accuracy(after, retention)[0],
-                       **{f"sft_val_retention_{k}": r for k, r in (("before", split_accuracy(before, retention)[1]),
-                                                                    ("after", split_accuracy(after, retention)[1])) if r is not None})
+        for when, outcome_ in (("before", before), ("after", after)):
+            moving, kept = split_accuracy(outcome_, retention)
+            metrics |= {f"sft_val_accuracy_{when}": sum(outcome_) / max(1, len(outcome_)), f"sft_val_moving_{when}": moving}
+            if kept is not None:
+                metrics[f"sft_val_retention_{when}"] = kept
         if not progress_kept(before, after, retention, params.rl.retention_tolerance, params.rl.retention_slack):
             log.warning("SFT lowered validation accuracy on the questions being moved or the mastered seed forms: the cycle keeps the RL checkpoint")
             shutil.rmtree(P.model)
