@@ -123,7 +123,7 @@ class ArithParams(_Section):
     foothold_short: int = Field(2, ge=1, le=10, description="the short operand of a foothold has up to this many digits")
     frontier_levels: list[int] = Field(default_factory=lambda: [4], min_length=1, description="held-out frontier: "
                                        "two-operand forms of these levels with more digits than foothold_short in the shorter operand")
-    reach_levels: list[int] = Field(default_factory=lambda: [5, 6], description="held-out rungs beyond the frontier "
+    reach_levels: list[int] = Field(default_factory=lambda: [5, 6, 7, 8], description="held-out rungs beyond the frontier "
                                     "(split 'beyond', never supervised): how far a campaign reaches (heldout_reach_50/90)")
 
     @model_validator(mode="after")

@@ -388,13 +388,15 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
     """The warm start's split round (``warm_start.split_role_rows``) teaches the roles of the split
     workflow (``mass.design.split_solve_combine``) without supervising a sum beyond the seed forms:
     the splitter's reply is the problem's low and high parts (``arith.split_sum``) and no answer, for
-    operands up to 6 digits each; a part solver's answer is the worked sum of a part of at most 3+3
-    digits; a combiner is shown a seed-form problem with unrelated sums and its answer is the ``join``
-    of its own steps (``arith.combine_sums``). As many rows as the round draws, none with
-    ``split_steps`` 0 or another seed set."""
+    operands up to ``SPLIT_READ_DIGITS`` digits each, padded to 6 digits or the longer one's length;
+    a part solver's answer is the worked sum of a part whose sum is of a seed form; a combiner is
+    shown a seed-form problem with unrelated sums (high sums past 4 digits among them) and its
+    answer is the ``join`` of its own steps (``arith.combine_sums``). As many rows as the round
+    draws, none with ``split_steps`` 0 or another seed set."""
     import re
 
     from selfevolve.config import load_params
+    from selfevolve.embedded.transcripts import SPLIT_READ_DIGITS
     from selfevolve.embedded.warm_start import split_role_rows
     from selfevolve.mass import design as D
     from selfevolve.questions import arith
@@ -404,34 +406,40 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
     rows = split_role_rows(params)
     assert len(rows) == 100 * params.bootstrap.batch_size // 2 and rows == split_role_rows(params)
     counts = {"splitter": 0, "part": 0, "combiner": 0}
-    long_split = 0
+    long_split = longer_than_6 = long_high = long_part = 0
     for row in rows:
         prompt, reply = row.prompt, row.completion
         head = prompt.split("\n")[0]
         assert row.role == "solver" and head in (D.SPLIT_INSTRUCTION, D.PART_INSTRUCTION, D.COMBINE_INSTRUCTION)
         a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
         (la, lb), (ha, hb) = arith.split_sum(a, b)
+        width = max(6, len(str(a)), len(str(b)))
+        pa, pb = str(a).zfill(width), str(b).zfill(width)  # both numbers padded to one width, zeros kept
         if head == D.SPLIT_INSTRUCTION:
             counts["splitter"] += 1
-            pa, pb = str(a).zfill(6), str(b).zfill(6)  # read off both numbers padded to 6 digits, zeros kept
-            assert reply == f"<think>{pa}+{pb}</think><low>{pa[3:]} + {pb[3:]}</low><high>{pa[:3]} + {pb[:3]}</high>"
+            assert max(len(str(a)), len(str(b))) <= SPLIT_READ_DIGITS
+            assert reply == f"<think>{pa}+{pb}</think><low>{pa[-3:]} + {pb[-3:]}</low><high>{pa[:-3]} + {pb[:-3]}</high>"
             assert "<answer>" not in reply
             long_split += min(len(str(a)), len(str(b))) >= 5
+            longer_than_6 += width > 6
         elif head == D.PART_INSTRUCTION:
             counts["part"] += 1
             label, x, y = re.search(r"\n(Low part|High part): (\d+) \+ (\d+)$", prompt).groups()
             assert (int(x), int(y)) == ((la, lb) if label == D.LOW_PART else (ha, hb))
-            assert (x, y) == ((str(a).zfill(6)[3:], str(b).zfill(6)[3:]) if label == D.LOW_PART else (str(a).zfill(6)[:3], str(b).zfill(6)[:3]))
-            assert max(len(x), len(y)) <= arith.SPLIT_DIGITS
+            assert (x, y) == ((pa[-3:], pb[-3:]) if label == D.LOW_PART else (pa[:-3], pb[:-3]))
+            assert arith.form_of([int(x), int(y)], ["+"]) in forms  # never a sum past the seed forms
+            long_part += width > 6
             assert reply == f"<think>{arith.scratchpad([int(x), int(y)], ['+'])}</think><answer>{int(x) + int(y)}</answer>"
         else:
             counts["combiner"] += 1
             assert "+".join(str(len(str(n))) for n in (a, b)) in forms
             low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
+            long_high += high >= 10_000
             assert reply.startswith(f"<think>high {high} low ")  # the prompt's last number copied first (December 6 (evening))
             h, rest = re.search(r"join (\d+) (\d+)</think>", reply).groups()
             assert reply.endswith(f"<answer>{int(h + rest)}</answer>") and int(h + rest) == arith.combine_sums(low, high)
     assert counts["combiner"] > counts["splitter"] > 200 and long_split > 20, counts
+    assert longer_than_6 > 100 and long_part > 20 and long_high > 100, (longer_than_6, long_part, long_high)
     assert not split_role_rows(load_params(None, overrides={"bootstrap.split_steps": 0}))
     assert not split_role_rows(load_params(None, overrides={"seeds.set": "tiny-code"}))
 

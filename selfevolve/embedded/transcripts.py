@@ -29,8 +29,13 @@ ROLE_WEIGHTS = {"solver": 0.7, "practice": 0.0, "challenger": 0.1, "planner": 0.
 #: How :func:`split_transcript` draws the split workflow's roles; the combiner's copy is the one
 #: learned last (docs/measurements.md).
 SPLIT_ROLES = {"splitter": 0.25, "part": 0.35, "combiner": 0.4}
-#: The practice task's operands have 1 to this many digits, each drawn on its own: beyond the reach levels' 6.
+#: The practice task's operands have 1 to this many digits, each drawn on its own.
 PRACTICE_DIGITS = 7
+#: The split round's splitter reads operands of 1 to this many digits (reading only: it writes no
+#: sum). Measured (docs/measurements.md, "December 6 (late)"): a splitter taught on operands of at
+#: most 6 digits copied only 6 digits of a 7-digit number, so the team's reach ended at 6+6; 1,500
+#: steps on operands up to 9 digits from a c4 model took the team from 0 to 0.5-0.7 on 7+3 .. 8+4.
+SPLIT_READ_DIGITS = 9
 
 
 def plan_text(ops: list[str]) -> str:
@@ -93,7 +98,7 @@ def practice_transcript(rng: random.Random, restate: bool = False, max_digits: i
     return _chat("solver", f"<think>{' '.join(head)}</think>", question=f"Align {a} + {b}.", domain="math", plan=None)
 
 
-def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int = PRACTICE_DIGITS - 1,
+def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int = SPLIT_READ_DIGITS,
                      role: str | None = None) -> tuple[str, Chat]:
     """One transcript of a role of the split workflow (``selfevolve.mass.design.split_solve_combine``),
     drawn by :data:`SPLIT_ROLES` (or the given ``role``, one of its keys); the warm start's split
@@ -103,9 +108,13 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
     * splitter: ``Compute a + b.`` (each operand 1 to ``max_digits`` digits, drawn on its own) ->
       both numbers padded, then ``<low>..</low><high>..</high>`` (``arith.split_reply``): reading,
       like the alignment practice;
-    * part solver: that problem with its low or high part -> the part's worked sum, a seed-form sum;
+    * part solver: such a problem with its low or high part -> the part's worked sum, drawn only
+      among the parts whose sum is of a seed form (the operands are drawn again until one is);
     * combiner: a seed-form problem shown with a low and a high sum drawn at random (unrelated to it,
-      so its answer is no sum of any question) -> ``arith.combine_worked`` and the combined number.
+      so its answer is no sum of any question; the high sum up to the ``max_digits`` operands'
+      high parts' sum, every third one ending in nines, whose increment carries through them:
+      ``8869 + 1`` written ``8860`` was its commonest slip) -> ``arith.combine_worked`` and the
+      combined number.
     Returns ``("solver", chat)``: the rows train and replay with the Solver's."""
     from selfevolve.mass import design as D
 
@@ -113,20 +122,29 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
         role = rng.choices(list(SPLIT_ROLES), weights=list(SPLIT_ROLES.values()))[0]
     elif role not in SPLIT_ROLES:
         raise ValueError(f"role must be one of {sorted(SPLIT_ROLES)}, got {role!r}")
-    a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
+    seed = set(seed_forms)
+    while True:
+        a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
+        (la, lb), (ha, hb) = arith.split_sum(a, b)
+        _, low, high = arith.split_parts(a, b)
+        parts = [(label, shown, pair) for label, shown, pair in [(D.LOW_PART, low, (la, lb)), (D.HIGH_PART, high, (ha, hb))]
+                 if arith.form_of(list(pair), ["+"]) in seed]
+        if role != "part" or parts:
+            break
     problem = f"Compute {arith.expression_text([a, b], ['+'])}."
-    (la, lb), (ha, hb) = arith.split_sum(a, b)
-    _, low, high = arith.split_parts(a, b)
     if role == "splitter":
         user, reply = D.compose_prompt(D.SPLIT_INSTRUCTION, problem), arith.split_reply(a, b)
     elif role == "part":
-        label, shown, (x, y) = rng.choice([(D.LOW_PART, low, (la, lb)), (D.HIGH_PART, high, (ha, hb))])
+        label, shown, (x, y) = rng.choice(parts)
         user = D.compose_prompt(D.PART_INSTRUCTION, problem, [(label, shown)])
         reply = f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
     else:
         shown = arith.make_question(rng, rng.choice(seed_forms), "combine")
-        top = 2 * 10 ** arith.SPLIT_DIGITS - 2
-        low_sum, high_sum = rng.randint(0, top), rng.randint(0, rng.choice([0, 19, 199, top]))
+        tops = [2 * 10 ** d - 2 for d in range(1, max(arith.SPLIT_DIGITS, max_digits - arith.SPLIT_DIGITS) + 1)]
+        low_sum, high_sum = rng.randint(0, 2 * 10 ** arith.SPLIT_DIGITS - 2), rng.randint(0, rng.choice([0, *tops]))
+        if rng.random() < 1 / 3:
+            nines = rng.randint(1, max(1, len(str(high_sum))))
+            high_sum = high_sum // 10 ** nines * 10 ** nines + 10 ** nines - 1
         user = D.compose_prompt(D.COMBINE_INSTRUCTION, shown.text, [(D.LOW_SUM, str(low_sum)), (D.HIGH_SUM, str(high_sum))])
         reply = f"<think>{arith.combine_worked(low_sum, high_sum)}</think><answer>{arith.combine_sums(low_sum, high_sum)}</answer>"
     return "solver", [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]

@@ -248,7 +248,8 @@ def scratchpad(nums: list[int], ops: list[str], restate: bool = False) -> str:
 
 
 #: The low part's digits in a split sum (:func:`split_sum`): the seed forms' operand length, so
-#: that every sum of the ladder's held-out rungs (up to 6+6 digits) splits into two seed-form sums.
+#: that every sum up to 6+6 digits splits into two seed-form sums; a longer one's high part is a
+#: sum the single pass has to have learned (4+4 digits for 7+7), so the team reaches further as it does.
 SPLIT_DIGITS = 3
 
 
