@@ -345,3 +345,28 @@ def test_the_heldout_comparison_is_per_split_and_paired():
     assert r["p_by_split"]["seed"] == 1.0 and r["p_by_split"]["beyond"] == pytest.approx(2 / 2 ** 12)
     assert metrics["mass_champion_accuracy_beyond"] == 1.0 and metrics["mass_single_agent_accuracy_beyond"] == 0.0
     assert metrics["mass_p_beyond"] == pytest.approx(2 / 2 ** 12) and metrics["mass_p"] == metrics["mass_p_beyond"]
+
+
+def test_a_search_that_kept_one_pass_still_names_its_fittest_team_for_the_distillation_probe():
+    """Where the search itself kept the single agent (a tie on a fitness sample within one pass's
+    reach, no confirmation), ``team`` is the fittest multi-agent design evaluated, so the
+    distillation's per-form probe can still find what one pass cannot do; the single agent only when
+    no team was evaluated."""
+    from selfevolve.mass.design import split_solve_combine
+    from selfevolve.mass.fitness import DesignEvaluation
+
+    def ev(design, fit):
+        return DesignEvaluation(design=design, design_id=design.design_id, domain="math", generation=0, origin="seed",
+                                fitness=fit, quality=fit, accuracy=fit, judged_score=None, n_runs=16, n_verified=16,
+                                completed_rate=1.0, mean_output_tokens=40.0, accuracy_per_1k_tokens=fit / 0.04)
+
+    one, split, plan = ev(single_agent("math"), 0.8125), ev(split_solve_combine("math"), 0.8125), ev(planner_solver("math"), 0.5)
+    res = SearchResult(champions={"math": one.design}, champion_evaluations={"math": one}, evaluated=[one, plan, split],
+                       history=[], rejected=[])
+    assert res.team("math").design_id == split.design_id != res.champions["math"].design_id
+    alone = SearchResult(champions={"math": one.design}, champion_evaluations={"math": one}, evaluated=[one], history=[], rejected=[])
+    assert alone.team("math").design_id == one.design_id and alone.team("code") is None
+    # a team that is champion is the one probed, whatever else was evaluated
+    won = SearchResult(champions={"math": plan.design}, champion_evaluations={"math": plan}, evaluated=[one, plan, split],
+                       history=[], rejected=[])
+    assert won.team("math").design_id == plan.design_id

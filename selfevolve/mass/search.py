@@ -83,18 +83,19 @@ class SearchResult(BaseModel):
 
     def team(self, domain: str) -> WorkflowDesign | None:
         """The design whose reach is probed for distillation (``selfevolve.mass.distill``): the
-        domain's champion, or, where the confirmation kept the single agent, the candidate it
-        refused (the search's fittest design, a team that beat one pass on the fitness sample);
-        None without a champion. The confirmation asks whether the team is better on further pool
-        questions, nearly all within one pass's reach; the distillation asks, per ladder form on
-        many fresh questions, whether it answers what one pass cannot (measured: a split team that
-        tied one pass 0.453 / 0.453 on 64 confirmation questions). A team that wins no form
-        distils nothing."""
+        domain's champion, or, where the single agent is champion, the candidate the confirmation
+        refused or (no confirmation: the search kept one pass itself) the fittest team evaluated;
+        None without a champion. The fitness and confirmation samples are pool questions nearly all
+        within one pass's reach; the distillation asks, per ladder form on many fresh questions,
+        whether a team answers what one pass cannot (measured: a split team that tied one pass
+        0.453 / 0.453 on 64 confirmation questions; seed 0's c4 search kept one pass on a tie, 0.8125
+        each, and nothing was probed). A team that wins no form distils nothing."""
         champion = self.champions.get(domain)
-        refused = (self.confirmation.get(domain) or {}).get("candidate")
-        if champion is None or refused is None or refused == champion.design_id:
+        if champion is None or champion.design_id != single_agent(domain).design_id:
             return champion
-        return next((e.design for e in self.evaluated if e.domain == domain and e.design_id == refused), champion)
+        refused = (self.confirmation.get(domain) or {}).get("candidate")
+        teams = [e for e in self.evaluated if e.domain == domain and (e.design_id == refused if refused else len(e.design.agents) > 1)]
+        return max(teams, key=lambda e: e.fitness).design if teams else champion
 
     def summary(self) -> dict[str, Any]:
         """Flat metrics per domain (for MLflow): champion id, fitness, accuracy, accuracy per 1k tokens,
