@@ -127,8 +127,7 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
         a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
         (la, lb), (ha, hb) = arith.split_sum(a, b)
         _, low, high = arith.split_parts(a, b)
-        parts = [(label, shown, pair) for label, shown, pair in [(D.LOW_PART, low, (la, lb)), (D.HIGH_PART, high, (ha, hb))]
-                 if arith.form_of(list(pair), ["+"]) in seed]
+        parts = [p for p in [(D.LOW_PART, low, (la, lb)), (D.HIGH_PART, high, (ha, hb))] if arith.form_of(list(p[2]), ["+"]) in seed]
         if role != "part" or parts:
             break
     problem = f"Compute {arith.expression_text([a, b], ['+'])}."
@@ -143,7 +142,7 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
         tops = [2 * 10 ** d - 2 for d in range(1, max(arith.SPLIT_DIGITS, max_digits - arith.SPLIT_DIGITS) + 1)]
         low_sum, high_sum = rng.randint(0, 2 * 10 ** arith.SPLIT_DIGITS - 2), rng.randint(0, rng.choice([0, *tops]))
         if rng.random() < 1 / 3:
-            nines = rng.randint(1, max(1, len(str(high_sum))))
+            nines = rng.randint(1, len(str(high_sum)))
             high_sum = high_sum // 10 ** nines * 10 ** nines + 10 ** nines - 1
         user = D.compose_prompt(D.COMBINE_INSTRUCTION, shown.text, [(D.LOW_SUM, str(low_sum)), (D.HIGH_SUM, str(high_sum))])
         reply = f"<think>{arith.combine_worked(low_sum, high_sum)}</think><answer>{arith.combine_sums(low_sum, high_sum)}</answer>"
