@@ -244,3 +244,41 @@ def test_every_earlier_cycles_distilled_runs_are_carried_and_distilled_again(tin
         if c == "c3":
             assert [r.id for r in read_jsonl(P.earlier_distilled, Rollout)] == [r.id for r in own["c1"]]
             assert [r.id for r in rows] == [r.id for r in own["c3"] + own["c1"][:3]]
+
+
+def test_train_rl_keeps_the_earlier_cycles_distilled_rows_among_its_labels(tmp_path, monkeypatch):
+    """Expert iteration draws its labelled share from this cycle's self-labels, the earlier ones,
+    and the Solver rows earlier cycles distilled (not the team's own turns): without them the run
+    trained the distilled chains away and the guard refused it in every later cycle measured."""
+    from selfevolve.config import CycleSpec, Params
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import read_jsonl, write_jsonl
+    from selfevolve.stages.base import seeds
+    from selfevolve.stages.context import StageContext
+    from selfevolve.stages.train import train_rl
+    from selfevolve.training import expert_iteration
+
+    params = Params()
+    params.cycles = {"c1": CycleSpec(init="base"), "c2": CycleSpec(init="c1")}
+    seeds(StageContext(params, "base", tmp_path))
+    base, P = cycle_paths("base", tmp_path), cycle_paths("c2", tmp_path)
+    write_jsonl(base.replay, _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start"))
+    P.self_labels.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(P.self_labels, _rows(2, "Compute {i}000 + {i}.", "<answer>{s}</answer>", "self_label"))
+    write_jsonl(P.earlier_labels, [r.model_copy(update={"id": f"old-{r.id}"}) for r in _rows(1, "Compute {i}00 + {i}.", "<answer>{s}</answer>", "self_label")])
+    team = _rows(3, "Compute {i}00000 + {i}.", "<think>splitter {i}</think><answer>{s}</answer>", DISTILL_SOURCE)
+    turn = Rollout(id="c1-turn", role="solver", group="q9", question_id="q9", prompt="Solve the part below.\nLow part: 9 + 9",
+                   completion="<answer>18</answer>", reward=1.0, detail={"source": DISTILL_SOURCE, "by": TEAM_TURN})
+    write_jsonl(P.earlier_distilled, [r.model_copy(update={"detail": {**r.detail, "by": "team"}}) for r in team] + [turn])
+    write_jsonl(P.rl_dataset, [])
+    seen = {}
+
+    def fake(model_dir, labels, replay, others, validate, config, out_dir, on_step=None):
+        seen.update(model=str(model_dir), labels=[r.id for r in labels], replay=[r.id for r in replay])
+        return {"trained": False}
+
+    monkeypatch.setattr(expert_iteration, "train_expert_iteration", fake)
+    train_rl(StageContext(params, "c2", tmp_path))
+    assert seen["model"].endswith("c1")
+    assert sorted(seen["labels"]) == sorted(["self_label-0", "self_label-1", "old-self_label-0", *(r.id for r in team)])
+    assert "c1-turn" not in seen["labels"] + seen["replay"] and len(seen["replay"]) == 4

@@ -234,8 +234,14 @@ def train_rl(ctx: StageContext) -> dict:
     """Training (``rl.algorithm``) from the cycle's starting model; the kept checkpoint (validated)
     goes to ``models/<cycle>-rl``. With ``expert_iteration`` the Solver's verified completions of
     this cycle and of every earlier one are the labelled share of each batch (a skill learned in
-    cycle 1 must not be trained away in cycle 2), the warm start's transcripts the replayed share,
-    and the other roles' rollouts in ``rl_dataset.jsonl`` the REINFORCE++ share."""
+    cycle 1 must not be trained away in cycle 2), and so are the Solver rows every earlier cycle
+    distilled from its MASS champion (``earlier_distilled.jsonl`` less the team's own turns: verified
+    answers the starting model was taught in ``train_sft``); the warm start's transcripts are the
+    replayed share, and the other roles' rollouts in ``rl_dataset.jsonl`` the REINFORCE++ share.
+    Without the distilled rows the run trained the distilled chains away: on seed 0's c2 the
+    questions being moved fell 0.293 -> 0.249 and the guard refused the run (at c2-c4 of every
+    campaign with distillation, five of five); with them 0.293 -> 0.373, kept at the first rate
+    (docs/measurements.md, "December 6 (night 2)")."""
     from selfevolve.training import rl as rl_mod
     from selfevolve.training.config import TrainConfig
 
@@ -244,7 +250,10 @@ def train_rl(ctx: StageContext) -> dict:
     if params.rl.algorithm == "expert_iteration":
         from selfevolve.training.expert_iteration import train_expert_iteration
 
-        verified = read_jsonl(P.self_labels, Rollout) + read_jsonl(P.earlier_labels, Rollout)
+        from selfevolve.mass.distill import TEAM_TURN
+
+        distilled = [r for r in read_jsonl(P.earlier_distilled, Rollout) if r.detail.get("by") != TEAM_TURN]
+        verified = read_jsonl(P.self_labels, Rollout) + read_jsonl(P.earlier_labels, Rollout) + distilled
         summary = train_expert_iteration(ctx.init_model(), verified, read_jsonl(ctx.base.replay, Rollout),
                                          read_jsonl(P.rl_dataset, Rollout), validate, config,
                                          P.rl_model, on_step=ctx.log_step)
