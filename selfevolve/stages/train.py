@@ -239,9 +239,9 @@ def train_rl(ctx: StageContext) -> dict:
     answers the starting model was taught in ``train_sft``); the warm start's transcripts are the
     replayed share, and the other roles' rollouts in ``rl_dataset.jsonl`` the REINFORCE++ share.
     Without the distilled rows the run trained the distilled chains away: on seed 0's c2 the
-    questions being moved fell 0.293 -> 0.249 and the guard refused the run (at c2-c4 of every
-    campaign with distillation, five of five); with them 0.293 -> 0.373, kept at the first rate
-    (docs/measurements.md, "December 6 (night 2)")."""
+    questions being moved fell 0.293 -> 0.249 and the guard refused the run (7 of the 8 later
+    cycles of three such campaigns were refused at the first rate); with them 0.293 -> 0.373, kept
+    at the first rate (docs/measurements.md, "December 6 (night 2)")."""
     from selfevolve.training import rl as rl_mod
     from selfevolve.training.config import TrainConfig
 
