@@ -95,7 +95,8 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
     ``out_dir``.
 
     Args:
-        labels: the Solver's verified completions (prompt, completion): this cycle's and earlier ones.
+        labels: the Solver's verified completions (prompt, completion): this cycle's and earlier ones,
+            and the Solver rows earlier cycles distilled from their MASS team (``stages.train.train_rl``).
         replay: earlier rows to mix in (the warm start's transcripts).
         others: rollouts of the other roles carrying ``advantage``; those above zero are imitated.
         validate: ``validate(model, tokenizer) -> [0/1 per validation question]`` (the stage's).
