@@ -8,10 +8,12 @@ import json
 import random
 import re
 
+import pytest
+
 from helpers import ScriptBackend, split_world
 
 from selfevolve.mass.design import DesignLimits, compose_prompt, single_agent, split_solve_combine, template_instruction
-from selfevolve.mass.distill import LADDER_SOURCE, TEAM_TURN, chain_reply, distill, forms_to_distill, ladder_forms
+from selfevolve.mass.distill import LADDER_SOURCE, TEAM_TURN, chain_reply, distill, forms_to_distill, ladder_forms, split_turns
 from selfevolve.questions import arith
 from selfevolve.records import DISTILL_SOURCE, AgentMessage, Rollout, Trajectory
 
@@ -40,13 +42,14 @@ def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_b
     # 12 probes, then 30 more: 18 (0.6) for the team's forms, 12 for the kept one; every answer here is right
     # and each team run also as its four agents' own turns (splitter, low, high, combiner), in their own prompts
     assert report["questions"] == 42 and report["team_rows"] == 8 + 18 and report["one_pass_rows"] == 4 + 12
-    turns = [r for r in rows if r.detail["by"] == TEAM_TURN]
-    assert report["team_turn_rows"] == len(turns) == 4 * 26 and len(rows) == 42 + 4 * 26
+    solver_rows, turns = split_turns(rows)
+    assert report["team_turn_rows"] == len(turns) == 4 * 26 and len(rows) == 42 + 4 * 26 == len(solver_rows) + len(turns)
+    assert all(t.detail["by"] == TEAM_TURN for t in turns) and not any(r.detail["by"] == TEAM_TURN for r in solver_rows)
     team_design = split_solve_combine()
     for k, ag in enumerate(team_design.agents):  # the k-th turn of each run is agent k's, from its own instruction
         assert all(t.prompt.startswith(ag.instruction) for t in turns if t.id.endswith(f"-turn{k}"))
     assert all(t.detail["form"] in ("5+5", "6+6") and "<answer>" not in t.completion for t in turns if t.id.endswith("-turn0"))
-    rows = [r for r in rows if r.detail["by"] != TEAM_TURN]
+    rows = solver_rows
     instruction = single_agent().agents[0].instruction
     for row in rows:
         a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.$", row.prompt).groups())
@@ -81,14 +84,16 @@ def test_a_chain_is_every_agent_turn_in_order_and_never_raises_on_model_text():
         assert isinstance(chain_reply(odd), str)
 
 
-def test_the_ladder_reaches_as_far_as_the_pool_and_leaves_out_the_seed_forms():
+def test_the_ladder_reaches_a_digit_past_the_pool_and_what_was_distilled_and_leaves_out_the_seed_forms():
     seed = arith.seed_forms()
     pool = arith.generate(20, seed=1, forms=["2+2", "5+1"]) + [arith.generate(1, seed=2, forms=["2+3"])[0].model_copy(update={"form": "x+y"})]
-    forms = ladder_forms(pool, seed, 3)
+    forms = ladder_forms(pool, seed, 3, beyond=0)
     assert forms == ["4+3", "3+4", "4+4", "5+3", "3+5", "5+4", "4+5", "5+5"] and not set(forms) & set(seed)
+    assert ladder_forms(pool, seed, 3) == forms + ["6+3", "3+6", "6+4", "4+6", "6+5", "5+6", "6+6"]  # one digit longer
+    assert ladder_forms(pool, seed, 3, reached=["7+3", "bad", None])[-1] == "8+8"  # an earlier cycle distilled 7 digits
     longer = pool + arith.generate(1, seed=3, forms=["6+1"])
-    assert "6+1" in ladder_forms(longer, seed, 1) and "6+1" not in ladder_forms(longer, seed, 3)  # the shorter operand's floor
-    assert ladder_forms([], seed, 3) == []
+    assert "6+1" in ladder_forms(longer, seed, 1, beyond=0) and "6+1" not in ladder_forms(longer, seed, 3)  # the shorter operand's floor
+    assert ladder_forms([], seed, 3) == [] and ladder_forms(pool, seed, 3, reached=["39+3"])[-1] == "40+40"  # arith.MAX_DIGITS
     rows = run(split_solve_combine(), forms, 40, probe=2)[0]
     assert {r.detail["form"] for r in rows if r.detail["by"] == "team"} == {"5+3", "3+5", "5+4", "4+5", "5+5"}  # one pass reads 4 digits
     assert all(r.question_id.startswith("c1-ladder-") for r in rows) and LADDER_SOURCE == "environment:ladder"
@@ -282,3 +287,39 @@ def test_train_rl_keeps_the_earlier_cycles_distilled_rows_among_its_labels(tmp_p
     assert seen["model"].endswith("c1")
     assert sorted(seen["labels"]) == sorted(["self_label-0", "self_label-1", "old-self_label-0", *(r.id for r in team)])
     assert "c1-turn" not in seen["labels"] + seen["replay"] and len(seen["replay"]) == 4
+
+
+def test_mass_search_asks_the_ladder_a_digit_past_what_earlier_cycles_distilled(tmp_path, monkeypatch):
+    """The stage hands the forms its start and every cycle before it distilled to ``ladder_forms``:
+    a pool of short sums after a cycle that distilled 7+3 asks for 8-digit forms."""
+    from selfevolve.config import CycleSpec, Params
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import write_jsonl
+    from selfevolve.stages import mass as stage
+    from selfevolve.stages.base import seeds
+    from selfevolve.stages.context import StageContext
+
+    params = Params()
+    params.cycles = {"c1": CycleSpec(init="base"), "c2": CycleSpec(init="c1")}
+    seeds(StageContext(params, "base", tmp_path))
+    c1, P = cycle_paths("c1", tmp_path), cycle_paths("c2", tmp_path)
+    c1.mass_dir.mkdir(parents=True)
+    seven = _rows(1, "Compute {i}000000 + {i}00.", "<answer>{s}</answer>", DISTILL_SOURCE)[0]
+    write_jsonl(c1.mass_distill, [seven.model_copy(update={"detail": {**seven.detail, "form": "7+3", "by": "team"}})])
+    write_jsonl(c1.earlier_distilled, [])
+    P.pool.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(P.pool, arith.generate(10, seed=1, forms=["2+2", "4+1"]))
+    asked = []
+
+    class Asked(Exception):
+        pass
+
+    monkeypatch.setattr(stage, "ladder_forms", lambda *a: asked.append(ladder_forms(*a)) or asked[-1])
+    monkeypatch.setattr(stage, "where_designs_differ", lambda *a: (_ for _ in ()).throw(Asked()))
+    with pytest.raises(Asked):
+        stage.mass_search(StageContext(params, "c2", tmp_path))
+    assert asked[0][-1] == "8+8" and "8+3" in asked[0]
+    write_jsonl(c1.mass_distill, [])
+    with pytest.raises(Asked):
+        stage.mass_search(StageContext(params, "c2", tmp_path))
+    assert asked[1][-1] == "5+5"  # the pool's 4 digits, one past

@@ -7,9 +7,10 @@ arXiv 2309.08589, Sec. 3) does it for addition: sums the model solves only by de
 are solved that way, checked, and trained back as plain answers. Here:
 
 1. **Where.** The environment draws questions over the ladder's forms beyond the seed forms,
-   operands up to the longest the cycle's pool holds (:func:`ladder_forms`; fresh operands, exact
-   answers for the verifier only): a few of each form first, which one pass and the champion both
-   answer greedily; a form is picked when the champion's accuracy on it beats one pass's by at least
+   operands up to one digit longer than the longest the cycle's pool or an earlier cycle's
+   distillation holds (:func:`ladder_forms`; fresh operands, exact answers for the verifier
+   only): a few of each form first, which one pass and the champion both answer greedily; a form
+   is picked when the champion's accuracy on it beats one pass's by at least
    ``DISTILL_MARGIN`` and one pass answers it at most ``MAX_ONE_PASS`` of the time
    (:func:`forms_to_distill`), and most of the rest of the questions go to the picked forms, for
    the champion (:func:`distill`). Elsewhere the single pass keeps its own format.
@@ -60,6 +61,8 @@ PROBE_PER_FORM = 8
 ANCHOR_ACCURACY = 0.2
 #: ... and the questions after the probes go this share to the picked forms (the champion), the rest to those.
 TEAM_SHARE = 0.6
+#: The ladder reaches this many digits past the longest operand the pool or an earlier distillation holds.
+LADDER_BEYOND = 1
 #: ``Question.source`` of the questions the environment draws for :func:`distill`.
 LADDER_SOURCE = "environment:ladder"
 #: ``detail.by`` of the rows that are a verified champion run's agents' own turns, each in its own context.
@@ -88,20 +91,35 @@ def chain_reply(traj: Trajectory) -> str | None:
     return f"<think>{' '.join(parts)}</think><answer>{traj.final_answer}</answer>" if parts else None
 
 
-def ladder_forms(pool: Sequence[Question], seed_forms: Sequence[str], min_short: int) -> list[str]:
+def split_turns(rows: Sequence[Rollout]) -> tuple[list[Rollout], list[Rollout]]:
+    """``(solver_rows, turns)``: distilled rows (:func:`distill`'s, or a cycle's
+    ``earlier_distilled.jsonl``) split into those under the single agent's prompt (``detail.by``
+    ``"team"`` or ``"one_pass"``: what one pass learns to answer) and the team's own turns
+    (:data:`TEAM_TURN`: what keeps the team's roles), order kept."""
+    return [r for r in rows if r.detail.get("by") != TEAM_TURN], [r for r in rows if r.detail.get("by") == TEAM_TURN]
+
+
+def ladder_forms(pool: Sequence[Question], seed_forms: Sequence[str], min_short: int, reached: Sequence[str] = (),
+                 beyond: int = LADDER_BEYOND) -> list[str]:
     """The ladder's two-operand forms (``arith.frontier_forms``: the shorter operand at least
-    ``min_short`` digits, the seed forms' operators) up to the longest operand among the ``pool``'s
-    forms, less the ``seed_forms``: for the embedded default (``min_short`` 3) and a pool reaching 6
-    digits, 4+3, 3+4, 4+4, 5+3, 3+5, 5+4, 4+5, 5+5, 6+3 ... 6+6. Empty when the pool holds no
-    parseable form that long."""
-    from selfevolve.questions.arith import frontier_forms, parse_form
+    ``min_short`` digits, the seed forms' operators) up to ``beyond`` digits past the longest operand
+    among the ``pool``'s forms and the forms ``reached`` (those earlier cycles distilled), at most
+    ``arith.MAX_DIGITS``, less the ``seed_forms``: for the embedded default (``min_short`` 3) and a
+    pool reaching 5 digits, 4+3, 3+4, 4+4, 5+3 ... 5+5, 6+3, 3+6 ... 6+6. Each round labels
+    questions one digit longer than the last (Lee et al. 2025, arXiv 2502.01612, sec. 3): without
+    it the ladder stopped where the Challenger's questions in the pool stopped (7 digits), the
+    team's 8-digit runs were never asked for, and one pass stayed at 0 on every 8-digit rung from
+    c1 to c6 (docs/measurements.md, "December 7").
+    Empty when neither holds a parseable form."""
+    from selfevolve.questions.arith import MAX_DIGITS, frontier_forms, parse_form
 
     top, ops, seed = 0, sorted({parse_form(f)[0] for f in seed_forms}), set(seed_forms)
-    for q in pool:
+    for form in [q.form for q in pool] + list(reached):
         try:
-            top = max(top, *parse_form(q.form)[1]) if q.form else top
+            top = max(top, *parse_form(form)[1]) if form else top
         except ValueError:
             continue
+    top = min(MAX_DIGITS, top + beyond) if top else 0
     return [f for op in ops for lv in range(min_short, top + 1) for f in frontier_forms(lv, min_short, op) if f not in seed]
 
 

@@ -250,9 +250,9 @@ def train_rl(ctx: StageContext) -> dict:
     if params.rl.algorithm == "expert_iteration":
         from selfevolve.training.expert_iteration import train_expert_iteration
 
-        from selfevolve.mass.distill import TEAM_TURN
+        from selfevolve.mass.distill import split_turns
 
-        distilled = [r for r in read_jsonl(P.earlier_distilled, Rollout) if r.detail.get("by") != TEAM_TURN]
+        distilled = split_turns(read_jsonl(P.earlier_distilled, Rollout))[0]
         verified = read_jsonl(P.self_labels, Rollout) + read_jsonl(P.earlier_labels, Rollout) + distilled
         summary = train_expert_iteration(ctx.init_model(), verified, read_jsonl(ctx.base.replay, Rollout),
                                          read_jsonl(P.rl_dataset, Rollout), validate, config,
@@ -291,7 +291,7 @@ def train_sft(ctx: StageContext) -> dict:
     ``sft_kept`` is 0 (the flattened multi-agent chats of the MASS reference were refused here
     every time: they pull the Solver away from its own prompt; docs/measurements.md).
     """
-    from selfevolve.mass.distill import TEAM_TURN
+    from selfevolve.mass.distill import split_turns
     from selfevolve.training.config import TrainConfig
     from selfevolve.training.loop import chat_rows
     from selfevolve.training.sft import distill_sft
@@ -307,9 +307,9 @@ def train_sft(ctx: StageContext) -> dict:
     chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
     if distilled:
         replay = read_jsonl(ctx.base.replay, Rollout) + read_jsonl(P.earlier_labels, Rollout) + read_jsonl(P.self_labels, Rollout)
-        turns = [r for r in distilled if r.detail.get("by") == TEAM_TURN] + chat_rows(chats, prefix="team-turn-")
-        summary = distill_sft(P.rl_model, [r for r in distilled if r.detail.get("by") != TEAM_TURN], replay, P.model,
-                              lora=params.model.lora, turns=turns, seed=params.seed,
+        solver_rows, turns = split_turns(distilled)
+        summary = distill_sft(P.rl_model, solver_rows, replay, P.model, turns=turns + chat_rows(chats, prefix="team-turn-"),
+                              lora=params.model.lora, seed=params.seed,
                               precision=TrainConfig.from_params(params).train_precision, max_length=params.model.max_model_len)
     else:
         replayed = []
