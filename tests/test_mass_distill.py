@@ -323,3 +323,23 @@ def test_mass_search_asks_the_ladder_a_digit_past_what_earlier_cycles_distilled(
     with pytest.raises(Asked):
         stage.mass_search(StageContext(params, "c2", tmp_path))
     assert asked[1][-1] == "5+5"  # the pool's 4 digits, one past
+
+
+def test_the_default_budget_fits_a_distilled_chain_one_digit_past_the_held_out_ladder(tiny_model_dir):
+    """Every answer the single pass learns from the team is a chain as long as the team's run: at
+    256 new tokens the 8-digit chains were cut before the answer (seed 0's c8: 146 of 171 8-digit
+    held-out sums, beyond 0.664 against 0.868 with room), and so were the validation that guards the
+    distillation and the one-pass probes that pick its forms. The default budgets of the Solver's
+    sampling and of evaluation (validation) hold the chain of the longest ladder the defaults
+    distil: the held-out ladder's top and one digit more (``ladder_forms``' ``beyond``)."""
+    from transformers import AutoTokenizer
+
+    from selfevolve.config import Params
+    from selfevolve.mass.distill import LADDER_BEYOND
+
+    params, tok = Params(), AutoTokenizer.from_pretrained(tiny_model_dir)
+    top = max(params.seeds.arith.reach_levels) + LADDER_BEYOND
+    rows, _ = run(split_solve_combine(), [f"{top}+{top}"], 8, probe=8)
+    lengths = [len(tok(r.completion)["input_ids"]) for r in rows if r.detail["by"] == "team"]
+    assert len(lengths) == 8 and max(lengths) > 256  # what the old budget cut
+    assert max(lengths) < min(params.sampling.max_new_tokens, params.evaluation.max_new_tokens)
