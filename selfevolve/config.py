@@ -161,7 +161,7 @@ class SeedParams(_Section):
 class SamplingParams(_Section):
     temperature: float = Field(0.8, ge=0.0, le=5.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(384, ge=1, le=32768)
+    max_new_tokens: int = Field(256, ge=1, le=32768)
     force_answer_tokens: int = Field(0, ge=0, le=1024, description="answer forcing (s1's budget forcing): a math Solver "
                                      "completion without an answer (cut off, or ended in prose), or a Challenger question without one, is "
                                      "continued after '<answer>' for up to this many greedy tokens (0 = off)")

@@ -328,10 +328,10 @@ def test_mass_search_asks_the_ladder_a_digit_past_what_earlier_cycles_distilled(
 def test_the_default_budget_fits_a_distilled_chain_one_digit_past_the_held_out_ladder(tiny_model_dir):
     """Every answer the single pass learns from the team is a chain as long as the team's run: at
     256 new tokens the 8-digit chains were cut before the answer (seed 0's c8: 146 of 171 8-digit
-    held-out sums, beyond 0.664 against 0.868 with room), and so were the validation that guards the
-    distillation and the one-pass probes that pick its forms. The default budgets of the Solver's
-    sampling and of evaluation (validation) hold the chain of the longest ladder the defaults
-    distil: the held-out ladder's top and one digit more (``ladder_forms``' ``beyond``)."""
+    held-out sums, beyond 0.664 against 0.868 with room), and so was the validation that guards
+    the distillation. The default budget of evaluation (held-out and validation) holds the chain of
+    the longest ladder the defaults distil: the held-out ladder's top and one digit more
+    (``ladder_forms``' ``beyond``); the agents' calls keep ``sampling.max_new_tokens`` (below)."""
     from transformers import AutoTokenizer
 
     from selfevolve.config import Params
@@ -342,4 +342,21 @@ def test_the_default_budget_fits_a_distilled_chain_one_digit_past_the_held_out_l
     rows, _ = run(split_solve_combine(), [f"{top}+{top}"], 8, probe=8)
     lengths = [len(tok(r.completion)["input_ids"]) for r in rows if r.detail["by"] == "team"]
     assert len(lengths) == 8 and max(lengths) > 256  # what the old budget cut
-    assert max(lengths) < min(params.sampling.max_new_tokens, params.evaluation.max_new_tokens)
+    assert max(lengths) < params.evaluation.max_new_tokens
+
+
+def test_the_seed_designs_pass_the_guardrails_under_the_default_params():
+    """The search refuses a design whose calls times the per-call budget exceed
+    ``mass.max_tokens_per_run`` or whose worst context exceeds ``model.max_model_len``: raising
+    ``sampling.max_new_tokens`` to 384 alone made the split team (4 calls) fail both, and seed 0's
+    c9 searched without it. Every seed design must pass with the default budgets."""
+    from selfevolve.config import Params
+    from selfevolve.mass.design import DesignLimits, seed_designs, validate_design
+
+    params = Params()
+    for chars_per_token in (2.5, 3.4, 4.0):  # what the search measures on the embedded tokenizer: ~3.4
+        limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len,
+                                          max_new_tokens=params.sampling.max_new_tokens,
+                                          chars_per_token=chars_per_token)
+        checked = {d.name: validate_design(d, limits) for d in seed_designs("math")}
+        assert checked["split_solve_combine"] == (True, "ok") and checked["single_agent"] == (True, "ok"), checked
