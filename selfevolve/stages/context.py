@@ -20,8 +20,9 @@ from selfevolve.config import Params
 from selfevolve.paths import CyclePaths, cycle_paths
 from selfevolve.seeding import derive_seed
 
-if TYPE_CHECKING:  # only the shardable stages use it (and so depend on it in dvc.yaml)
-    from selfevolve.stages.shards import Shard
+if TYPE_CHECKING:
+    from selfevolve.records import Rollout
+    from selfevolve.stages.shards import Shard  # only the shardable stages use it (and so depend on it in dvc.yaml)
 
 log = logging.getLogger("selfevolve")
 
@@ -106,6 +107,14 @@ class StageContext:
     def model(self) -> str:
         """The model this cycle produced (the base model for ``base``)."""
         return self.base_model() if self.cycle == "base" else str(self.paths.model)
+
+    def distilled_before(self) -> list["Rollout"]:
+        """Every row distilled before this cycle, in order: the starting cycle's
+        ``earlier_distilled.jsonl`` and then its ``mass/distill.jsonl`` (either may be missing).
+        Raises what ``records.read_jsonl`` raises on a malformed row."""
+        from selfevolve.records import Rollout, read_jsonl
+
+        return [r for f in (self.init.earlier_distilled, self.init.mass_distill) if f.exists() for r in read_jsonl(f, Rollout)]
 
     @property
     def data_dir(self) -> Path:

@@ -11,7 +11,7 @@ from selfevolve.mass.distill import distill, empty_report, ladder_forms
 from selfevolve.mass.search import search_and_collect
 from selfevolve.questions.seed_sets import arith_forms
 from selfevolve.pool import where_designs_differ
-from selfevolve.records import Question, Rollout, Trajectory, read_jsonl, write_json, write_jsonl
+from selfevolve.records import Question, Trajectory, read_jsonl, write_json, write_jsonl
 from selfevolve.stages.context import StageContext
 from selfevolve.tracking import TRACE_ITEMS, Span
 from selfevolve.verifiers.grading import verify_fn
@@ -41,7 +41,7 @@ def mass_search(ctx: StageContext) -> dict:
         write_jsonl(P.mass_distill, [])
         write_json(P.mass_distill_report, empty_report())
         return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
-    reached = [r.detail.get("form") for f in (ctx.init.earlier_distilled, ctx.init.mass_distill) if f.exists() for r in read_jsonl(f, Rollout)]
+    reached = [r.detail.get("form") for r in ctx.distilled_before()]
     ladder = ladder_forms(pool, arith_forms(params)[0], params.seeds.arith.foothold_short + 1, reached) if params.mass.distill_questions else []
     sample = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
     sampling, verify = ctx.sampling("mass_search"), verify_fn(params.verifiers)

@@ -161,7 +161,7 @@ def datasets(ctx: StageContext) -> dict:
             retained = sorted(ctx.rng("retention_labels").sample(retained, len(labels)), key=lambda r: r.id)
     write_jsonl(P.self_labels, labels + retained)
     write_jsonl(P.earlier_labels, earlier)
-    earlier_distilled = [r for f in (ctx.init.earlier_distilled, ctx.init.mass_distill) if f.exists() for r in read_jsonl(f, Rollout)]
+    earlier_distilled = ctx.distilled_before()
     write_jsonl(P.earlier_distilled, earlier_distilled)
     chats = []
     if params.mass.enabled and P.mass_trajectories.exists():
