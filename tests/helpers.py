@@ -145,4 +145,12 @@ def split_world(prompt: str, j: int = 0) -> str:
     if head == D.COMBINE_INSTRUCTION:
         low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
         return f"<think>{arith.combine_worked(low, high)}</think><answer>{arith.combine_sums(low, high)}</answer>"
+    solved = re.fullmatch(re.escape(D.template_instruction("solver")) + r"\nProblem: Compute (\d+) \+ (\d+)\.", prompt)
+    if solved and max(map(len, solved.groups())) <= SOLVER_REACH:  # one pass: sums up to SOLVER_REACH digits
+        x, y = map(int, solved.groups())
+        return f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
     return "<answer>0</answer>"
+
+
+#: The longest operand :func:`split_world`'s Solver (one pass) adds right.
+SOLVER_REACH = 6

@@ -314,9 +314,53 @@ def test_split_solve_combine_reaches_any_sum_its_parts_can():
     for p in parts:
         x, y = re.search(r"part: (\d+) \+ (\d+)$", p).groups()
         assert max(len(x), len(y)) <= arith.SPLIT_DIGITS
-    assert [d.name for d in seed_designs("math")] == ["single_agent", "split_solve_combine", "planner_solver", "planner_solver_review"]
+    assert [d.name for d in seed_designs("math")] == ["single_agent", "split_solve_combine", "split_solver_combine", "planner_solver",
+                                                       "planner_solver_review"]
     from selfevolve.config import Params
 
     assert [d.name for d in seed_designs("math")] == Params().mass.seed_designs  # config's names and the designs agree
     assert "split_solve_combine" not in [d.name for d in seed_designs("code")]
     assert [d.name for d in seed_designs("math", ["planner_solver", "single_agent"])] == ["planner_solver", "single_agent"]
+
+
+def test_split_solver_combine_reaches_three_digits_past_what_one_pass_does():
+    """With the parts as the Solver's own problems (``Problem`` edges), the team answers every sum
+    whose high part one pass answers: 9+9 digits from a Solver that adds up to 6+6 and nothing
+    longer (the single agent scores 0 there). Each part solver's turn is exactly the Solver's
+    prompt on the part, written as a question with its zeros dropped (``050 + 008`` -> ``Compute
+    50 + 8.``), so a run's part turns are rows one pass learns from."""
+    from helpers import SOLVER_REACH, split_world
+
+    from selfevolve.mass.design import split_solve_combine
+    from selfevolve.roles.templates import render
+
+    team, alone = split_solve_combine(parts_by_solver=True), single_agent()
+    assert validate_design(team, DesignLimits(max_model_len=1024)) == (True, "ok")
+    qs = arith.generate(30, seed=3, forms=["9+9", "9+4", "5+9", "7+7", "3+3", "1+1"])
+    qs.append(qs[0].model_copy(update={"id": "zeros", "text": "Compute 4050 + 1008.", "spec": arith.MathSpec(answer="5058"), "form": "4+4"}))
+    backend = ScriptBackend(split_world)
+    res = run_design(backend, team, qs, limits=DesignLimits(max_model_len=1024), seed=0)
+    assert [t.final_answer for t in res.trajectories] == [q.spec.answer for q in qs]
+    one = run_design(backend, alone, qs, limits=DesignLimits(max_model_len=1024), seed=0)
+    reach = [max(map(int, arith.parse_form(q.form)[1])) <= SOLVER_REACH for q in qs]
+    assert [t.final_answer == q.spec.answer for q, t in zip(qs, one.trajectories)] == reach and not all(reach)
+    zeros = next(t for t in res.trajectories if t.question_id == "zeros")
+    turns = {m.agent_id: m.content for m in zeros.messages if m.role == "user"}
+    assert turns["low"] == render("solver", question="Compute 50 + 8.", domain="math", plan=None) and turns["high"] == render("solver", question="Compute 4 + 1.", domain="math", plan=None)
+    assert turns["combiner"].endswith("\nLow: 58\nHigh: 5")
+
+
+def test_a_problem_edge_restates_the_problem_and_never_raises():
+    """``restated_problem``: the first non-empty ``Problem`` input, as a math question when it is an
+    expression and as written otherwise; no such input (or an empty one) keeps the question."""
+    from selfevolve.mass.executor import restated_problem
+
+    q = QUESTIONS[0]
+    assert restated_problem(q, []) == q.text
+    assert restated_problem(q, [("Problem", "  "), ("Plan", "x")]) == q.text
+    assert restated_problem(q, [("Plan", "1 + 1"), ("Problem", "007 + 0300")]) == "Compute 7 + 300."
+    assert restated_problem(q, [("Problem", "the sum of the tens")]) == "the sum of the tens"
+    for junk in ("<high>", "1 +", "9" * 5000 + " + 1", "\x00", "+ + +"):
+        assert isinstance(restated_problem(q, [("Problem", junk)]), str)
+    code = q.model_copy(update={"domain": "code"})
+    assert restated_problem(code, [("Problem", "1 + 2")]) == "1 + 2"

@@ -79,6 +79,10 @@ def test_a_chain_is_every_agent_turn_in_order_and_never_raises_on_model_text():
                                 "high no tags at all combiner low 0592 carry 0 rest 592 high 4+0=4 join 4 592</think><answer>4592</answer>")
     assert chain_reply(run.model_copy(update={"correct": 0.0})) is None
     assert chain_reply(run.model_copy(update={"final_answer": None})) is None
+    # a part solver that is one pass answering in a team's way (split_solver_combine): its tags, inside its think, once
+    nested = AgentMessage(agent_id="high", role="assistant", content="<think>splitter 4+0 <low>4 + 0</low><high>0 + 0</high> =4</think><answer>4</answer>")
+    chained = chain_reply(run.model_copy(update={"messages": msgs[:3] + [nested] + msgs[4:]}))
+    assert " high splitter 4+0 <low>4 + 0</low><high>0 + 0</high> =4 combiner " in chained and chained.count("<low>4 + 0</low>") == 1
     for junk in ("<think>", "</think><low>", "<low><high></low>", "\x00<answer><answer>", ""):
         odd = run.model_copy(update={"messages": [AgentMessage(agent_id="a", role="assistant", content=junk)]})
         assert isinstance(chain_reply(odd), str)

@@ -12,7 +12,9 @@ A *workflow design* (MASS ("Recursive Self-Improvement through Multi-Agent Self-
   (``<score>N</score>``); below ``threshold`` the answer agent is re-delegated the problem, at most
   ``max_redelegations`` times (the reference's "orchestrator verifies worker output before accepting").
 
-Every agent sees the problem. The user turn of an agent is built by :func:`compose_prompt`::
+Every agent sees the problem: the question, or what an edge labelled ``Problem`` carries to it,
+restated as a question of the domain (``executor.restated_problem``). Its user turn
+(:func:`compose_prompt`)::
 
     {instruction}
     Problem: {question}
@@ -76,7 +78,8 @@ class AgentSpec(BaseModel):
 class Edge(BaseModel):
     """``source``'s output shown to ``target`` as ``"{label}: {content}"``. With ``extract`` set, only
     the content of the source's last ``<extract>...</extract>`` is passed, and nothing (the line is
-    left out) when the tag is missing or empty, as SAGE leaves out an unparseable plan."""
+    left out) when the tag is missing or empty, as SAGE leaves out an unparseable plan. An edge
+    labelled :data:`PROBLEM_LABEL` gives ``target`` its problem instead of a line (a sub-problem)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -180,24 +183,13 @@ class WorkflowDesign(BaseModel):
         """The DAG agents (reachable from the orchestrator) in topological order, ties broken by
         their position in ``agents``; the orchestrator is first. Raises ``DesignError`` on a cycle."""
         dag = self.reachable_from(self.orchestrator)
-        pos = {a: i for i, a in enumerate(self.agent_ids)}
-        indeg = {a: 0 for a in dag}
-        for e in self.edges:
-            if e.source in dag and e.target in dag:
-                indeg[e.target] += 1
-        ready = sorted((a for a, d in indeg.items() if d == 0), key=lambda a: pos.get(a, 0))
         order: list[str] = []
-        while ready:
-            node = ready.pop(0)
-            order.append(node)
-            for e in self.outgoing(node):
-                if e.target in indeg:
-                    indeg[e.target] -= 1
-                    if indeg[e.target] == 0:
-                        ready.append(e.target)
-                        ready.sort(key=lambda a: pos.get(a, 0))
-        if len(order) != len(dag):
-            raise DesignError(f"routing has a cycle through {sorted(set(dag) - set(order))}")
+        while len(order) < len(dag):
+            ready = [a for a in self.agent_ids if a in dag and a not in order
+                     and all(e.source in order or e.source not in dag for e in self.incoming(a))]
+            if not ready:
+                raise DesignError(f"routing has a cycle through {sorted(set(dag) - set(order))}")
+            order.append(ready[0])
         return order
 
     def call_counts(self) -> tuple[int, int]:
@@ -459,35 +451,40 @@ COMBINE_INSTRUCTION = ("Combine the low and high sums: carry the low sum's thous
 LOW_PART, HIGH_PART, LOW_SUM, HIGH_SUM = "Low part", "High part", "Low", "High"
 
 
-def split_solve_combine(domain: Domain = "math") -> WorkflowDesign:
+def split_solve_combine(domain: Domain = "math", parts_by_solver: bool = False) -> WorkflowDesign:
     """Decomposition (SECToR, Zhang et al. 2023, arXiv 2309.08589): a splitter (orchestrator) pads
     both numbers and writes a sum's low part (the last :data:`arith.SPLIT_DIGITS` digits of each)
     and high part (``arith.split_reply``), two part solvers compute them, and a combiner carries the
     low sum into the high one (``arith.combine_worked``). Every sum up to 6+6 digits becomes two
     seed-form sums. Its roles are taught in the embedded warm start's last round
     (``bootstrap.split_steps``; reading and seed-form sums only); a model that never learned them
-    scores 0 with it, and the search keeps the single agent."""
+    scores 0 with it, and the search keeps the single agent. ``parts_by_solver``
+    (``split_solver_combine``): the parts are the Solvers' problems (``Problem`` edges; the Solver's
+    own prompt), so the team reaches 3 digits past what one pass does, and further as it learns."""
+    part = template_instruction("solver", domain) if parts_by_solver else PART_INSTRUCTION
+    labels = (PROBLEM_LABEL, PROBLEM_LABEL) if parts_by_solver else (LOW_PART, HIGH_PART)
     agents = [AgentSpec(agent_id="splitter", role="Splitter", instruction=SPLIT_INSTRUCTION),
-              AgentSpec(agent_id="low", role="Low-part solver", instruction=PART_INSTRUCTION),
-              AgentSpec(agent_id="high", role="High-part solver", instruction=PART_INSTRUCTION),
+              AgentSpec(agent_id="low", role="Low-part solver", instruction=part),
+              AgentSpec(agent_id="high", role="High-part solver", instruction=part),
               AgentSpec(agent_id="combiner", role="Combiner", instruction=COMBINE_INSTRUCTION)]
-    edges = [Edge(source="splitter", target="low", label=LOW_PART, extract="low"),
-             Edge(source="splitter", target="high", label=HIGH_PART, extract="high"),
+    edges = [Edge(source="splitter", target="low", label=labels[0], extract="low"),
+             Edge(source="splitter", target="high", label=labels[1], extract="high"),
              Edge(source="low", target="combiner", label=LOW_SUM, extract="answer"),
              Edge(source="high", target="combiner", label=HIGH_SUM, extract="answer")]
     return WorkflowDesign(domain=domain, agents=agents, orchestrator="splitter", answer="combiner", edges=edges,
-                          name="split_solve_combine")
+                          name="split_solver_combine" if parts_by_solver else "split_solve_combine")
 
 
 #: Seed designs whose agents only make sense for arithmetic (left out of other domains' seeds).
-MATH_ONLY = {"split_solve_combine"}
-SEED_DESIGNS = {"single_agent": single_agent, "split_solve_combine": split_solve_combine, "planner_solver": planner_solver,
-                "planner_solver_review": planner_solver_review}
+MATH_ONLY = {"split_solve_combine", "split_solver_combine"}
+SEED_DESIGNS = {"single_agent": single_agent, "split_solve_combine": split_solve_combine,
+                "split_solver_combine": lambda domain="math": split_solve_combine(domain, parts_by_solver=True),
+                "planner_solver": planner_solver, "planner_solver_review": planner_solver_review}
 
 
 def seed_designs(domain: Domain = "math", names: Iterable[str] | None = None) -> list[WorkflowDesign]:
     """The seed population, in the order of ``names`` (default: every :data:`SEED_DESIGNS` entry:
-    single agent, split/solve/combine, planner->solver, planner->solver with a gate). Raises
+    single agent, split/solve/combine and with the Solver on the parts, planner->solver, the same with a gate). Raises
     ``KeyError`` for an unknown name (``MassParams.seed_designs`` is checked against these at load)."""
     return [SEED_DESIGNS[n](domain) for n in (SEED_DESIGNS if names is None else names)
             if domain == "math" or n not in MATH_ONLY]

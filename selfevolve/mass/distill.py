@@ -86,7 +86,7 @@ def chain_reply(traj: Trajectory) -> str | None:
             continue
         think = _THINK.search(m.content)
         body = think.group(1).strip() if think else re.sub(r"<answer>.*?(</answer>|$)", "", m.content, flags=re.S).strip()
-        tags = "".join(t.group(0) for t in _TAGS.finditer(m.content))
+        tags = "".join(t.group(0) for t in _TAGS.finditer(_THINK.sub("", m.content)))  # those in <think> are in body
         parts.append(" ".join(p for p in (m.agent_id, body, tags) if p))
     return f"<think>{' '.join(parts)}</think><answer>{traj.final_answer}</answer>" if parts else None
 

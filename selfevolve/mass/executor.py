@@ -7,7 +7,8 @@ step asks for ``n = samples`` completions per question and the runs branch from 
 differ on every backend (no reliance on per-row random streams).
 
 Each run keeps one chat thread per agent. A DAG step's turn is :func:`design.compose_prompt`
-(instruction, problem, one line per incoming edge). Gate reviews are fresh single-turn
+(instruction, problem, one line per incoming edge; an edge labelled ``Problem`` sets the problem
+instead: :func:`restated_problem`). Gate reviews are fresh single-turn
 conversations; re-delegations continue the answer agent's thread. Every user turn and every
 completion is recorded as an :class:`AgentMessage` (agent id, chat role, text; completions carry
 the backend's prompt/output token counts) in a :class:`Trajectory`; the final answer is the answer
@@ -27,6 +28,7 @@ from typing import Sequence
 
 from selfevolve.backends.base import Backend, Completion, SamplingConfig
 from selfevolve.mass.design import (
+    PROBLEM_LABEL,
     DesignError,
     DesignLimits,
     WorkflowDesign,
@@ -35,6 +37,7 @@ from selfevolve.mass.design import (
     structural_problems,
     validate_design,
 )
+from selfevolve.questions.arith import part_question
 from selfevolve.records import AgentMessage, Question, Trajectory
 from selfevolve.roles.parsers import extract_tag, parse_score, parse_solver
 
@@ -73,6 +76,17 @@ class ExecutionResult:
     calls: list[int]
     review_scores: list[list[float | None]]
     backend_calls: int
+
+
+def restated_problem(question: Question, inputs: Sequence[tuple[str, str]]) -> str:
+    """The problem an agent is asked: the first non-empty ``Problem``-labelled input (a sub-problem
+    another agent wrote), as a question of ``question``'s domain (math: ``arith.part_question``,
+    ``"042 + 767"`` -> ``"Compute 42 + 767."``; as written when it is no expression), else
+    ``question.text``. Never raises on what a model wrote."""
+    text = next((t for label, t in inputs if label == PROBLEM_LABEL and t.strip()), None)
+    if text is None:
+        return question.text
+    return (part_question(text) if question.domain == "math" else None) or text.strip()
 
 
 def _clip(text: str, n: int) -> str:
@@ -154,7 +168,8 @@ class _Executor:
         requests = []
         for run in runs:
             q = self.questions[run.qi]
-            user = compose_prompt(agent.instruction, q.text, self._inputs(run, agent_id))
+            inputs = self._inputs(run, agent_id)
+            user = compose_prompt(agent.instruction, restated_problem(q, inputs), [i for i in inputs if i[0] != PROBLEM_LABEL])
             requests.append((run, run.threads.get(agent_id, []) + [{"role": "user", "content": user}]))
         results = self._dispatch(agent_id, requests, n)
         branched: list[_Run] = []

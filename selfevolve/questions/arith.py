@@ -405,6 +405,16 @@ def parse_expression(text: str) -> tuple[list[int], list[str]] | None:
     return nums, ops
 
 
+def part_question(text: str) -> str | None:
+    """A part a splitter wrote (``"042 + 767"``) as the question a Solver is asked
+    (``"Compute 42 + 767."``: :func:`make_question`'s wording, leading zeros dropped), so the model's
+    own single pass answers the part (SECToR, Zhang et al. 2023, arXiv 2309.08589, Sec. 3: a long sum
+    from shorter sums the model already does). None when ``text`` holds no expression
+    (:func:`parse_expression`). Never raises."""
+    parsed = parse_expression(text)
+    return None if parsed is None else f"Compute {expression_text(*parsed)}."
+
+
 def form_of(nums: list[int], ops: list[str]) -> str:
     """The form of an expression (``"mixed"`` operators are written with the first one's symbol
     per position: ``"4+2-1"``)."""
