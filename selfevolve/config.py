@@ -29,7 +29,7 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
-SeedDesign = Literal["single_agent", "split_solve_combine", "split_solver_combine", "planner_solver", "planner_solver_review"]
+SeedDesign = Literal["single_agent", "split_solver_combine", "planner_solver", "planner_solver_review"]
 #: A pair written as a YAML list (strict mode alone takes only a tuple).
 Pair = Annotated[tuple[float, float], BeforeValidator(lambda value: tuple(value) if isinstance(value, list) else value)]
 

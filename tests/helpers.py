@@ -139,9 +139,6 @@ def split_world(prompt: str, j: int = 0) -> str:
     if head == D.SPLIT_INSTRUCTION:
         a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
         return arith.split_reply(a, b)
-    if head == D.PART_INSTRUCTION:
-        x, y = map(int, re.search(r"\n(?:Low|High) part: (\d+) \+ (\d+)$", prompt).groups())
-        return f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
     if head == D.COMBINE_INSTRUCTION:
         low, high = map(int, re.search(r"\nLow: (\d+)\nHigh: (\d+)$", prompt).groups())
         return f"<think>{arith.combine_worked(low, high)}</think><answer>{arith.combine_sums(low, high)}</answer>"

@@ -288,56 +288,25 @@ def test_executor_on_tiny_model_records_full_trajectories(tiny_model_dir):
     assert res.backend_calls <= 2 + 3  # DAG steps + at most review/redo/review rounds, batched across questions
 
 
-def test_split_solve_combine_reaches_any_sum_its_parts_can():
-    """The split workflow's wiring: the splitter's tags reach the two part solvers as ``Low part`` /
-    ``High part``, their answers reach the combiner, whose answer is the run's. Roles done right
-    give every sum of the ladder up to 6+6 digits (carries across the split included) while each
-    part solver only ever sees a sum of at most 3+3 digits. It is a math-only seed, in the order
-    ``mass.seed_designs`` names."""
-    import re
-
-    from selfevolve.mass.design import split_solve_combine
-
-    design = split_solve_combine()
-    assert validate_design(design, DesignLimits()) == (True, "ok")
-    qs = arith.generate(40, seed=7, forms=["6+6", "5+4", "4+3", "3+4", "6+1", "2+2", "1+1"])
-    carry_through = qs[0].model_copy(update={"id": "carry", "text": "Compute 999999 + 1.", "spec": arith.MathSpec(answer="1000000")})
-    zeros = qs[0].model_copy(update={"id": "zeros", "text": "Compute 4050 + 1008.", "spec": arith.MathSpec(answer="5058")})
-    qs += [carry_through, zeros]  # low parts "050 + 008": written as they stand
-    from helpers import split_world
-
-    backend = ScriptBackend(split_world)
-    res = run_design(backend, design, qs, limits=DesignLimits(max_model_len=1024), seed=0)
-    assert [t.final_answer for t in res.trajectories] == [q.spec.answer for q in qs]
-    parts = [m.content for t in res.trajectories for m in t.messages if m.agent_id in ("low", "high") and m.role == "user"]
-    assert len(parts) == 2 * len(qs)
-    for p in parts:
-        x, y = re.search(r"part: (\d+) \+ (\d+)$", p).groups()
-        assert max(len(x), len(y)) <= arith.SPLIT_DIGITS
-    assert [d.name for d in seed_designs("math")] == ["single_agent", "split_solve_combine", "split_solver_combine", "planner_solver",
-                                                       "planner_solver_review"]
-    from selfevolve.config import Params
-
-    assert [d.name for d in seed_designs("math")] == Params().mass.seed_designs  # config's names and the designs agree
-    assert not {"split_solve_combine", "split_solver_combine"} & {d.name for d in seed_designs("code")}
-    assert [d.name for d in seed_designs("math", ["planner_solver", "single_agent"])] == ["planner_solver", "single_agent"]
-
-
 def test_split_solver_combine_reaches_three_digits_past_what_one_pass_does():
     """With the parts as the Solver's own problems (``Problem`` edges), the team answers every sum
     whose high part one pass answers: 9+9 digits from a Solver that adds up to 6+6 and nothing
     longer (the single agent scores 0 there). Each part solver's turn is exactly the Solver's
     prompt on the part, written as a question with its zeros dropped (``050 + 008`` -> ``Compute
-    50 + 8.``), so a run's part turns are rows one pass learns from."""
+    50 + 8.``), so a run's part turns are rows one pass learns from; carries across the split
+    (``999999 + 1``) and zeros in the parts come out right. It is a math-only seed, in the order
+    ``mass.seed_designs`` names."""
     from helpers import SOLVER_REACH, split_world
 
-    from selfevolve.mass.design import split_solve_combine
+    from selfevolve.config import Params
+    from selfevolve.mass.design import split_solver_combine
     from selfevolve.roles.templates import render
 
-    team, alone = split_solve_combine(parts_by_solver=True), single_agent()
+    team, alone = split_solver_combine(), single_agent()
     assert validate_design(team, DesignLimits(max_model_len=1024)) == (True, "ok")
     qs = arith.generate(30, seed=3, forms=["9+9", "9+4", "5+9", "7+7", "3+3", "1+1"])
     qs.append(qs[0].model_copy(update={"id": "zeros", "text": "Compute 4050 + 1008.", "spec": arith.MathSpec(answer="5058"), "form": "4+4"}))
+    qs.append(qs[0].model_copy(update={"id": "carry", "text": "Compute 999999 + 1.", "spec": arith.MathSpec(answer="1000000"), "form": "6+1"}))
     backend = ScriptBackend(split_world)
     res = run_design(backend, team, qs, limits=DesignLimits(max_model_len=1024), seed=0)
     assert [t.final_answer for t in res.trajectories] == [q.spec.answer for q in qs]
@@ -348,6 +317,10 @@ def test_split_solver_combine_reaches_three_digits_past_what_one_pass_does():
     turns = {m.agent_id: m.content for m in zeros.messages if m.role == "user"}
     assert turns["low"] == render("solver", question="Compute 50 + 8.", domain="math", plan=None) and turns["high"] == render("solver", question="Compute 4 + 1.", domain="math", plan=None)
     assert turns["combiner"].endswith("\nLow: 58\nHigh: 5")
+    assert [d.name for d in seed_designs("math")] == ["single_agent", "split_solver_combine", "planner_solver", "planner_solver_review"]
+    assert [d.name for d in seed_designs("math")] == Params().mass.seed_designs  # config's names and the designs agree
+    assert "split_solver_combine" not in {d.name for d in seed_designs("code")}
+    assert [d.name for d in seed_designs("math", ["planner_solver", "single_agent"])] == ["planner_solver", "single_agent"]
 
 
 def test_a_problem_edge_restates_the_problem_and_never_raises():

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import ScriptBackend, split_world
 
-from selfevolve.mass.design import DesignLimits, compose_prompt, single_agent, split_solve_combine, template_instruction
+from selfevolve.mass.design import DesignLimits, compose_prompt, single_agent, split_solver_combine, template_instruction
 from selfevolve.mass.distill import LADDER_SOURCE, TEAM_TURN, chain_reply, distill, forms_to_distill, ladder_forms, split_turns
 from selfevolve.questions import arith
 from selfevolve.records import DISTILL_SOURCE, AgentMessage, Rollout, Trajectory
@@ -30,13 +30,13 @@ def short_one_pass(prompt: str, j: int = 0) -> str:
     return f"<think>{arith.scratchpad([a, b], ['+'])}</think><answer>{a + b if max(a, b) < 10 ** 4 else 0}</answer>"
 
 
-def run(design, forms, n, probe=4):
-    return distill(ScriptBackend(short_one_pass), design, forms, random.Random(0), n, prefix="c1-ladder-", verify_fn=verify,
+def run(design, forms, n, probe=4, world=short_one_pass):
+    return distill(ScriptBackend(world), design, forms, random.Random(0), n, prefix="c1-ladder-", verify_fn=verify,
                    limits=DesignLimits(max_model_len=1024), max_new_tokens=256, seed=0, probe=probe)
 
 
 def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_beside_them():
-    rows, report = run(split_solve_combine(), ["4+3", "6+6", "5+5"], 42)
+    rows, report = run(split_solver_combine(), ["4+3", "6+6", "5+5"], 42)
     assert report["probe_per_form"] == 4 and report["forms"] == ["5+5", "6+6"] and report["kept_forms"] == ["4+3"]
     assert report["by_form"]["4+3"] == {"n": 4, "team": 1.0, "one_pass": 1.0} and report["by_form"]["6+6"]["one_pass"] == 0.0
     # 12 probes, then 30 more: 18 (0.6) for the team's forms, 12 for the kept one; every answer here is right
@@ -45,7 +45,7 @@ def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_b
     solver_rows, turns = split_turns(rows)
     assert report["team_turn_rows"] == len(turns) == 4 * 26 and len(rows) == 42 + 4 * 26 == len(solver_rows) + len(turns)
     assert all(t.detail["by"] == TEAM_TURN for t in turns) and not any(r.detail["by"] == TEAM_TURN for r in solver_rows)
-    team_design = split_solve_combine()
+    team_design = split_solver_combine()
     for k, ag in enumerate(team_design.agents):  # the k-th turn of each run is agent k's, from its own instruction
         assert all(t.prompt.startswith(ag.instruction) for t in turns if t.id.endswith(f"-turn{k}"))
     assert all(t.detail["form"] in ("5+5", "6+6") and "<answer>" not in t.completion for t in turns if t.id.endswith("-turn0"))
@@ -60,12 +60,12 @@ def test_the_team_is_distilled_on_the_forms_it_wins_and_one_pass_keeps_its_way_b
             assert "<low>" in row.completion and " combiner " in row.completion
         else:
             assert row.detail["form"] == "4+3" and row.completion == short_one_pass(row.prompt)
-    again = run(split_solve_combine(), ["4+3", "6+6", "5+5"], 42)[0]
+    again = run(split_solver_combine(), ["4+3", "6+6", "5+5"], 42)[0]
     assert [r.id for r in again if r.detail["by"] != TEAM_TURN] == [r.id for r in rows]  # the same draws
     # a champion that is the single agent carries nothing; nor do no forms, too few questions to probe
     # each form once, or no form the team wins
-    assert run(single_agent(), ["6+6"], 30)[0] == [] and run(split_solve_combine(), [], 30)[0] == [] and run(None, ["6+6"], 30)[0] == []
-    assert run(split_solve_combine(), ["6+6", "5+5"], 1)[0] == [] and run(split_solve_combine(), ["4+3", "3+4"], 30)[0] == []
+    assert run(single_agent(), ["6+6"], 30)[0] == [] and run(split_solver_combine(), [], 30)[0] == [] and run(None, ["6+6"], 30)[0] == []
+    assert run(split_solver_combine(), ["6+6", "5+5"], 1)[0] == [] and run(split_solver_combine(), ["4+3", "3+4"], 30)[0] == []
 
 
 def test_a_chain_is_every_agent_turn_in_order_and_never_raises_on_model_text():
@@ -98,7 +98,7 @@ def test_the_ladder_reaches_a_digit_past_the_pool_and_what_was_distilled_and_lea
     longer = pool + arith.generate(1, seed=3, forms=["6+1"])
     assert "6+1" in ladder_forms(longer, seed, 1, beyond=0) and "6+1" not in ladder_forms(longer, seed, 3)  # the shorter operand's floor
     assert ladder_forms([], seed, 3) == [] and ladder_forms(pool, seed, 3, reached=["39+3"])[-1] == "40+40"  # arith.MAX_DIGITS
-    rows = run(split_solve_combine(), forms, 40, probe=2)[0]
+    rows = run(split_solver_combine(), forms, 40, probe=2)[0]
     assert {r.detail["form"] for r in rows if r.detail["by"] == "team"} == {"5+3", "3+5", "5+4", "4+5", "5+5"}  # one pass reads 4 digits
     assert all(r.question_id.startswith("c1-ladder-") for r in rows) and LADDER_SOURCE == "environment:ladder"
 
@@ -343,7 +343,7 @@ def test_the_default_budget_fits_a_distilled_chain_one_digit_past_the_held_out_l
 
     params, tok = Params(), AutoTokenizer.from_pretrained(tiny_model_dir)
     top = max(params.seeds.arith.reach_levels) + LADDER_BEYOND
-    rows, _ = run(split_solve_combine(), [f"{top}+{top}"], 8, probe=8)
+    rows, _ = run(split_solver_combine(), [f"{top}+{top}"], 8, probe=8, world=split_world)  # one pass adds up to 6+6 digits
     lengths = [len(tok(r.completion)["input_ids"]) for r in rows if r.detail["by"] == "team"]
     assert len(lengths) == 8 and max(lengths) > 256  # what the old budget cut
     assert max(lengths) < params.evaluation.max_new_tokens
@@ -363,4 +363,4 @@ def test_the_seed_designs_pass_the_guardrails_under_the_default_params():
                                           max_new_tokens=params.sampling.max_new_tokens,
                                           chars_per_token=chars_per_token)
         checked = {d.name: validate_design(d, limits) for d in seed_designs("math")}
-        assert checked["split_solve_combine"] == (True, "ok") and checked["single_agent"] == (True, "ok"), checked
+        assert checked["split_solver_combine"] == (True, "ok") and checked["single_agent"] == (True, "ok"), checked

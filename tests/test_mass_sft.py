@@ -107,7 +107,7 @@ def test_a_split_champion_trains_each_agent_on_its_own_turns():
     the single pass's prompt (measured to break one pass). Each chat is the turn as it ran."""
     from helpers import split_world
     from selfevolve.mass import design as D
-    from selfevolve.mass.design import Gate, split_solve_combine
+    from selfevolve.mass.design import Gate, split_solver_combine
     from selfevolve.mass.sft_data import solver_answers
 
     class Split(Backend):
@@ -116,7 +116,7 @@ def test_a_split_champion_trains_each_agent_on_its_own_turns():
         def chat(self, conversations, sampling):
             return [[Completion(text=split_world(conv[-1]["content"]), output_tokens=3)] for conv in conversations]
 
-    design = split_solve_combine()
+    design = split_solver_combine()
     assert not solver_answers(design, "math")
     assert all(solver_answers(d, "math") for d in (single_agent(), planner_solver(), planner_solver_review()))
     qs = arith.generate(4, seed=3, forms=["5+4", "4+3"])
@@ -156,7 +156,8 @@ def test_a_split_champion_trains_each_agent_on_its_own_turns():
     assert t.final_answer == "2000" and len([m for m in t.messages if m.agent_id == "combiner" and m.role == "assistant"]) == 2
     chats = trajectories_to_chats(res.trajectories, [q], {"math": gated})
     # the splitter's and part solvers' steps only: not the review, the re-delegation or the rejected answer
-    assert [c[0]["content"].split("\n")[0] for c in chats] == [D.SPLIT_INSTRUCTION, D.PART_INSTRUCTION, D.PART_INSTRUCTION]
+    solve = D.template_instruction("solver").split("\n")[0]
+    assert [c[0]["content"].split("\n")[0] for c in chats] == [D.SPLIT_INSTRUCTION, solve, solve]
 
 
 def test_sft_chats_are_mixed_with_replay_of_what_the_model_masters():

@@ -386,10 +386,10 @@ def test_a_pretrained_bases_replay_is_its_own_right_answers_on_the_forms_it_mast
 
 def test_split_roles_teach_reading_and_seed_form_sums_only():
     """The warm start's split round (``warm_start.split_role_rows``) teaches the roles of the split
-    workflow (``mass.design.split_solve_combine``) without supervising a sum beyond the seed forms:
+    workflow (``mass.design.split_solver_combine``) without supervising a sum beyond the seed forms:
     the splitter's reply is the problem's low and high parts (``arith.split_sum``) and no answer, for
-    operands up to ``SPLIT_READ_DIGITS`` digits each, padded to 6 digits or the longer one's length;
-    a part solver's answer is the worked sum of a part whose sum is of a seed form; a combiner is
+    operands up to ``SPLIT_READ_DIGITS`` digits each, padded to 6 digits or the longer one's length
+    (the parts are the Solver's own problems: no role of their own); a combiner is
     shown a seed-form problem with unrelated sums (high sums past 4 digits among them) and its
     answer is the ``join`` of its own steps (``arith.combine_sums``). As many rows as the round
     draws, none with ``split_steps`` 0 or another seed set."""
@@ -405,12 +405,12 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
     params = load_params(None, overrides={"bootstrap.split_steps": 100, "bootstrap.split_share": 0.5})
     rows = split_role_rows(params)
     assert len(rows) == 100 * params.bootstrap.batch_size // 2 and rows == split_role_rows(params)
-    counts = {"splitter": 0, "part": 0, "combiner": 0}
-    long_split = longer_than_6 = long_high = long_part = 0
+    counts = {"splitter": 0, "combiner": 0}
+    long_split = longer_than_6 = long_high = 0
     for row in rows:
         prompt, reply = row.prompt, row.completion
         head = prompt.split("\n")[0]
-        assert row.role == "solver" and head in (D.SPLIT_INSTRUCTION, D.PART_INSTRUCTION, D.COMBINE_INSTRUCTION)
+        assert row.role == "solver" and head in (D.SPLIT_INSTRUCTION, D.COMBINE_INSTRUCTION)
         a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
         (la, lb), (ha, hb) = arith.split_sum(a, b)
         width = max(6, len(str(a)), len(str(b)))
@@ -419,17 +419,9 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
             counts["splitter"] += 1
             assert max(len(str(a)), len(str(b))) <= SPLIT_READ_DIGITS
             assert reply == f"<think>{pa}+{pb}</think><low>{pa[-3:]} + {pb[-3:]}</low><high>{pa[:-3]} + {pb[:-3]}</high>"
-            assert "<answer>" not in reply
+            assert "<answer>" not in reply and (int(pa[-3:]), int(pb[-3:]), int(pa[:-3]), int(pb[:-3])) == (la, lb, ha, hb)
             long_split += min(len(str(a)), len(str(b))) >= 5
             longer_than_6 += width > 6
-        elif head == D.PART_INSTRUCTION:
-            counts["part"] += 1
-            label, x, y = re.search(r"\n(Low part|High part): (\d+) \+ (\d+)$", prompt).groups()
-            assert (int(x), int(y)) == ((la, lb) if label == D.LOW_PART else (ha, hb))
-            assert (x, y) == ((pa[-3:], pb[-3:]) if label == D.LOW_PART else (pa[:-3], pb[:-3]))
-            assert arith.form_of([int(x), int(y)], ["+"]) in forms  # never a sum past the seed forms
-            long_part += width > 6
-            assert reply == f"<think>{arith.scratchpad([int(x), int(y)], ['+'])}</think><answer>{int(x) + int(y)}</answer>"
         else:
             counts["combiner"] += 1
             assert "+".join(str(len(str(n))) for n in (a, b)) in forms
@@ -439,7 +431,7 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
             h, rest = re.search(r"join (\d+) (\d+)</think>", reply).groups()
             assert reply.endswith(f"<answer>{int(h + rest)}</answer>") and int(h + rest) == arith.combine_sums(low, high)
     assert counts["combiner"] > counts["splitter"] > 200 and long_split > 20, counts
-    assert longer_than_6 > 100 and long_part > 20 and long_high > 100, (longer_than_6, long_part, long_high)
+    assert longer_than_6 > 100 and long_high > 100, (longer_than_6, long_high)
     assert not split_role_rows(load_params(None, overrides={"bootstrap.split_steps": 0}))
     assert not split_role_rows(load_params(None, overrides={"seeds.set": "tiny-code"}))
 
@@ -485,13 +477,13 @@ def test_the_split_round_trains_on_until_its_roles_hold_and_keeps_the_best(tmp_p
 
     checks = iter([{"frontier_pass": 0.5, "seed_accuracy": 1.0}] + [{"frontier_pass": 0.4, "seed_accuracy": 0.99}] * 4)
     summary, _ = run_bootstrap(p, tmp_path / "m", probe=lambda model, tok: next(checks), role_check=roles(
-        [{"splitter": 1.0, "part": 0.9, "combiner": 0.4}, {"splitter": 1.0, "part": 0.97, "combiner": 0.8},
-         {"splitter": 0.9, "part": 0.97, "combiner": 0.7}, {"splitter": 1.0, "part": 0.6, "combiner": 0.99}]))
+        [{"splitter": 1.0, "combiner": 0.4}, {"splitter": 0.97, "combiner": 0.8},
+         {"splitter": 0.9, "combiner": 0.7}, {"splitter": 0.6, "combiner": 0.99}]))
     split = [r for r in summary["rounds"] if r.get("split_roles")]
     assert [r["steps"] for r in split] == [3, 2, 2, 2] and summary["steps"] == 2 + 3 + 3 * 2
     assert [r["kept"] for r in summary["rounds"]] == [False, False, True, False, False]
     assert summary["split_rounds"] == 4 and summary["extra_rounds"] == 0
-    assert summary["role_combiner_accuracy"] == 0.8 and summary["role_part_accuracy"] == 0.97
+    assert summary["role_combiner_accuracy"] == 0.8 and summary["role_splitter_accuracy"] == 0.97
     saved = load_file(tmp_path / "m" / "model.safetensors")
     assert all(torch.equal(saved[k], seen[1][k]) for k in saved)  # the second split round's weights
     assert not torch.equal(seen[1]["model.norm.weight"], seen[3]["model.norm.weight"])
@@ -499,7 +491,7 @@ def test_the_split_round_trains_on_until_its_roles_hold_and_keeps_the_best(tmp_p
     # roles that hold at once: one split round, the same weights as a run without the check
     checks = iter([{"frontier_pass": 0.5, "seed_accuracy": 1.0}, {"frontier_pass": 0.4, "seed_accuracy": 0.99}] * 2)
     summary, _ = run_bootstrap(p, tmp_path / "a", probe=lambda model, tok: next(checks),
-                               role_check=roles([{"splitter": 1.0, "part": 0.96, "combiner": 0.95}]))
+                               role_check=roles([{"splitter": 0.96, "combiner": 0.95}]))
     assert summary["split_rounds"] == 1 and summary["rounds"][-1]["kept"] and summary["steps"] == 5
     run_bootstrap(p, tmp_path / "b", probe=lambda model, tok: next(checks))
     a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
@@ -520,7 +512,7 @@ def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(
     p = load_params(None, overrides={"bootstrap.probe_questions": 40})
     asked = []
 
-    class Replies:  # the splitter's reply, steps with a wrong answer for parts, other steps with the right answer for the combiner
+    class Replies:  # the splitter's steps, its parts wrong when the first number is odd; other steps with the right answer for the combiner
         def chat(self, conversations, sampling):
             assert sampling.temperature == 0.0 and all(len(c) == 1 and c[0]["role"] == "user" for c in conversations)
             asked.append([c[0]["content"] for c in conversations])
@@ -529,8 +521,8 @@ def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(
                 text = c[0]["content"]
                 if text.startswith(D.SPLIT_INSTRUCTION.strip()):
                     reply = _expected_split_reply(text)
-                elif text.startswith(D.PART_INSTRUCTION.strip()):
-                    reply = "<think>1+1=2</think><answer>-1</answer>"
+                    if int(re.search(r"Compute (\d+) \+", text).group(1)) % 2:
+                        reply = reply.replace("<high>", "<high>9")
                 else:
                     low, high = (int(x) for x in re.search(r"Low: (\d+)\nHigh: (\d+)", text).groups())
                     reply = f"<think>no steps</think><answer>{arith.combine_sums(low, high)}</answer>"
@@ -544,10 +536,12 @@ def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(
             return type("Enc", (), {"input_ids": list(text)})()
 
     check = split_role_check(p)
-    assert check(None, Tok()) == {"splitter": 1.0, "part": 0.0, "combiner": 1.0}
+    got = check(None, Tok())
     first = asked[:]
+    even = [int(re.search(r"Compute (\d+) \+", t).group(1)) % 2 == 0 for t in first[0]]
+    assert got == {"splitter": sum(even) / len(even), "combiner": 1.0} and 0 < sum(even) < len(even)
     check(None, Tok())
-    assert asked[3:] == first and [len(a) for a in first] == [10, 10, 10]
+    assert asked[2:] == first and [len(a) for a in first] == [10, 10]
     assert split_role_check(load_params(None, overrides={"bootstrap.extra_rounds": 0})) is None
     assert split_role_check(load_params(None, overrides={"bootstrap.split_steps": 0})) is None
 

@@ -27,8 +27,9 @@ PLANS = {
 #: :func:`practice_transcript`, its share taken from the Solver's by ``arith_transcripts(practice_share=)``).
 ROLE_WEIGHTS = {"solver": 0.7, "practice": 0.0, "challenger": 0.1, "planner": 0.06, "critic_question": 0.08, "critic_plan": 0.06}
 #: How :func:`split_transcript` draws the split workflow's roles; the combiner's copy is the one
-#: learned last (docs/measurements.md).
-SPLIT_ROLES = {"splitter": 0.25, "part": 0.35, "combiner": 0.4}
+#: learned last (docs/measurements.md). The parts are the Solver's own seed-form problems, so they
+#: need no role of their own.
+SPLIT_ROLES = {"splitter": 0.4, "combiner": 0.6}
 #: The practice task's operands have 1 to this many digits, each drawn on its own.
 PRACTICE_DIGITS = 7
 #: The split round's splitter reads operands of 1 to this many digits (reading only: it writes no
@@ -100,7 +101,7 @@ def practice_transcript(rng: random.Random, restate: bool = False, max_digits: i
 
 def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int = SPLIT_READ_DIGITS,
                      role: str | None = None) -> tuple[str, Chat]:
-    """One transcript of a role of the split workflow (``selfevolve.mass.design.split_solve_combine``),
+    """One transcript of a role of the split workflow (``selfevolve.mass.design.split_solver_combine``),
     drawn by :data:`SPLIT_ROLES` (or the given ``role``, one of its keys); the warm start's split
     round trains on them (``warm_start.split_role_rows``) and checks its roles on fresh ones
     (``warm_start.split_role_check``). None holds the sum of a question beyond the seed forms:
@@ -108,35 +109,25 @@ def split_transcript(rng: random.Random, seed_forms: list[str], max_digits: int 
     * splitter: ``Compute a + b.`` (each operand 1 to ``max_digits`` digits, drawn on its own) ->
       both numbers padded, then ``<low>..</low><high>..</high>`` (``arith.split_reply``): reading,
       like the alignment practice;
-    * part solver: such a problem with its low or high part -> the part's worked sum, drawn only
-      among the parts whose sum is of a seed form (the operands are drawn again until one is);
     * combiner: a seed-form problem shown with a low and a high sum drawn at random (unrelated to it,
       so its answer is no sum of any question; the high sum up to the ``max_digits`` operands'
       high parts' sum, every third one ending in nines, whose increment carries through them:
       ``8869 + 1`` written ``8860`` was its commonest slip) -> ``arith.combine_worked`` and the
       combined number.
-    Returns ``("solver", chat)``: the rows train and replay with the Solver's."""
+
+    The parts between them go to the Solver as its own problems (``arith.part_question``), which
+    the warm start's Solver transcripts teach. Returns ``("solver", chat)``: the rows train and
+    replay with the Solver's. Raises ``ValueError`` for an unknown ``role``."""
     from selfevolve.mass import design as D
 
     if role is None:
         role = rng.choices(list(SPLIT_ROLES), weights=list(SPLIT_ROLES.values()))[0]
     elif role not in SPLIT_ROLES:
         raise ValueError(f"role must be one of {sorted(SPLIT_ROLES)}, got {role!r}")
-    seed = set(seed_forms)
-    while True:
-        a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
-        (la, lb), (ha, hb) = arith.split_sum(a, b)
-        _, low, high = arith.split_parts(a, b)
-        parts = [p for p in [(D.LOW_PART, low, (la, lb)), (D.HIGH_PART, high, (ha, hb))] if arith.form_of(list(p[2]), ["+"]) in seed]
-        if role != "part" or parts:
-            break
-    problem = f"Compute {arith.expression_text([a, b], ['+'])}."
     if role == "splitter":
-        user, reply = D.compose_prompt(D.SPLIT_INSTRUCTION, problem), arith.split_reply(a, b)
-    elif role == "part":
-        label, shown, (x, y) = rng.choice(parts)
-        user = D.compose_prompt(D.PART_INSTRUCTION, problem, [(label, shown)])
-        reply = f"<think>{arith.scratchpad([x, y], ['+'])}</think><answer>{x + y}</answer>"
+        a, b = (arith.operand(rng, rng.randint(1, max_digits)) for _ in range(2))
+        user = D.compose_prompt(D.SPLIT_INSTRUCTION, f"Compute {arith.expression_text([a, b], ['+'])}.")
+        reply = arith.split_reply(a, b)
     else:
         shown = arith.make_question(rng, rng.choice(seed_forms), "combine")
         tops = [2 * 10 ** d - 2 for d in range(1, max(arith.SPLIT_DIGITS, max_digits - arith.SPLIT_DIGITS) + 1)]

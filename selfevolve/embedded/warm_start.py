@@ -67,7 +67,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     transcripts of the forms that check found failing (:func:`focus_forms`). ``summary["rounds"]``
     lists ``{round, steps, frontier_pass, seed_accuracy, seed_forms, focus, kept}`` per check.
 
-    Then the split workflow's round (``mass.design.split_solve_combine``; :func:`split_role_rows`):
+    Then the split workflow's round (``mass.design.split_solver_combine``; :func:`split_role_rows`):
     ``bootstrap.split_steps`` more steps at ``bootstrap.split_learning_rate``, ``bootstrap.split_share``
     of each batch on its roles' transcripts, the rest on the warm start's; the model is probed
     again and that check is the kept one. Measured (docs/measurements.md, "December 5 (evening)"):
@@ -218,9 +218,9 @@ def split_role_check(params: Params) -> Callable[[object, object], dict[str, flo
     :data:`~selfevolve.embedded.transcripts.SPLIT_ROLES`: greedy replies to
     ``bootstrap.probe_questions // 4`` fresh transcripts of that role (``transcripts.split_transcript``,
     drawn once from their own seed, so checking takes nothing from training's randomness), right
-    when what follows the reply's ``</think>`` (the splitter's ``<low>..</low><high>..</high>``, a
-    part's or the combiner's ``<answer>``) is the transcript's, character for character; that is
-    what the workflow (``mass.design.split_solve_combine``) reads from each role. None where
+    when what follows the reply's ``</think>`` (the splitter's ``<low>..</low><high>..</high>``, the
+    combiner's ``<answer>``) is the transcript's, character for character; that is
+    what the workflow (``mass.design.split_solver_combine``) reads from each role. None where
     :func:`split_role_rows` is empty or ``bootstrap.extra_rounds`` is 0."""
     from selfevolve.backends.base import SamplingConfig
     from selfevolve.embedded.transcripts import SPLIT_ROLES, split_transcript

@@ -444,47 +444,45 @@ def planner_solver_review(domain: Domain = "math") -> WorkflowDesign:
 
 SPLIT_INSTRUCTION = (f"Split the problem: both numbers with zeros in front to {2 * arith.SPLIT_DIGITS} digits inside <think></think>, then "
                      f"the last {arith.SPLIT_DIGITS} digits of each inside <low></low> and the digits before them inside <high></high>.")
-PART_INSTRUCTION = "Solve the part below. Think inside <think></think>, then give the final answer inside <answer></answer>."
 COMBINE_INSTRUCTION = ("Combine the low and high sums: carry the low sum's thousands into the high sum. "
                        "Think inside <think></think>, then give the final answer inside <answer></answer>.")
-#: Edge labels of :func:`split_solve_combine` (the warm start's transcripts of its roles use the same).
-LOW_PART, HIGH_PART, LOW_SUM, HIGH_SUM = "Low part", "High part", "Low", "High"
+#: Edge labels of the combiner's inputs in :func:`split_solver_combine` (the warm start's transcripts of its role use the same).
+LOW_SUM, HIGH_SUM = "Low", "High"
 
 
-def split_solve_combine(domain: Domain = "math", parts_by_solver: bool = False) -> WorkflowDesign:
+def split_solver_combine(domain: Domain = "math") -> WorkflowDesign:
     """Decomposition (SECToR, Zhang et al. 2023, arXiv 2309.08589): a splitter (orchestrator) pads
     both numbers and writes a sum's low part (the last :data:`arith.SPLIT_DIGITS` digits of each)
-    and high part (``arith.split_reply``), two part solvers compute them, and a combiner carries the
-    low sum into the high one (``arith.combine_worked``). Every sum up to 6+6 digits becomes two
-    seed-form sums. Its roles are taught in the embedded warm start's last round
-    (``bootstrap.split_steps``; reading and seed-form sums only); a model that never learned them
-    scores 0 with it, and the search keeps the single agent. ``parts_by_solver``
-    (``split_solver_combine``): the parts are the Solvers' problems (``Problem`` edges; the Solver's
-    own prompt), so the team reaches 3 digits past what one pass does, and further as it learns."""
-    part = template_instruction("solver", domain) if parts_by_solver else PART_INSTRUCTION
-    labels = (PROBLEM_LABEL, PROBLEM_LABEL) if parts_by_solver else (LOW_PART, HIGH_PART)
+    and high part (``arith.split_reply``); each part goes to a Solver as its own problem
+    (``Problem`` edges, restated by ``executor.restated_problem``: ``042 + 767`` -> ``Compute 42 +
+    767.``, under the Solver's own prompt), and a combiner carries the low sum into the high one
+    (``arith.combine_worked``). So the team reaches 3 digits past what one pass does (every sum up
+    to 6+6 digits becomes two seed-form sums at the start), and further as one pass learns. The
+    splitter's and combiner's roles are taught in the embedded warm start's last round
+    (``bootstrap.split_steps``; reading and a carry on seed forms only); a model that never learned
+    them scores 0 with it, and the search keeps the single agent."""
+    solve = template_instruction("solver", domain)
     agents = [AgentSpec(agent_id="splitter", role="Splitter", instruction=SPLIT_INSTRUCTION),
-              AgentSpec(agent_id="low", role="Low-part solver", instruction=part),
-              AgentSpec(agent_id="high", role="High-part solver", instruction=part),
+              AgentSpec(agent_id="low", role="Low-part solver", instruction=solve),
+              AgentSpec(agent_id="high", role="High-part solver", instruction=solve),
               AgentSpec(agent_id="combiner", role="Combiner", instruction=COMBINE_INSTRUCTION)]
-    edges = [Edge(source="splitter", target="low", label=labels[0], extract="low"),
-             Edge(source="splitter", target="high", label=labels[1], extract="high"),
+    edges = [Edge(source="splitter", target="low", label=PROBLEM_LABEL, extract="low"),
+             Edge(source="splitter", target="high", label=PROBLEM_LABEL, extract="high"),
              Edge(source="low", target="combiner", label=LOW_SUM, extract="answer"),
              Edge(source="high", target="combiner", label=HIGH_SUM, extract="answer")]
     return WorkflowDesign(domain=domain, agents=agents, orchestrator="splitter", answer="combiner", edges=edges,
-                          name="split_solver_combine" if parts_by_solver else "split_solve_combine")
+                          name="split_solver_combine")
 
 
 #: Seed designs whose agents only make sense for arithmetic (left out of other domains' seeds).
-MATH_ONLY = {"split_solve_combine", "split_solver_combine"}
-SEED_DESIGNS = {"single_agent": single_agent, "split_solve_combine": split_solve_combine,
-                "split_solver_combine": lambda domain="math": split_solve_combine(domain, parts_by_solver=True),
+MATH_ONLY = {"split_solver_combine"}
+SEED_DESIGNS = {"single_agent": single_agent, "split_solver_combine": split_solver_combine,
                 "planner_solver": planner_solver, "planner_solver_review": planner_solver_review}
 
 
 def seed_designs(domain: Domain = "math", names: Iterable[str] | None = None) -> list[WorkflowDesign]:
     """The seed population, in the order of ``names`` (default: every :data:`SEED_DESIGNS` entry:
-    single agent, split/solve/combine and with the Solver on the parts, planner->solver, the same with a gate). Raises
+    single agent, split/solve/combine with the Solver on the parts, planner->solver, the same with a gate). Raises
     ``KeyError`` for an unknown name (``MassParams.seed_designs`` is checked against these at load)."""
     return [SEED_DESIGNS[n](domain) for n in (SEED_DESIGNS if names is None else names)
             if domain == "math" or n not in MATH_ONLY]

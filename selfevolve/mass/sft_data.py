@@ -13,7 +13,7 @@ so that it learns to produce the workflow from the question alone. Two cases her
   verified runs of the single-agent champion on frontier pool questions, 20 steps): the reference's
   chats lowered validation accuracy on the questions being moved 0.386 -> 0.353 and were refused;
   these raised it to 0.430 (docs/measurements.md).
-* **Any other answer agent** (the combiner of ``split_solve_combine``, whose reply reads sums the
+* **Any other answer agent** (the combiner of ``split_solver_combine``, whose reply reads sums the
   single pass never wrote): every agent's turn in its own context, the workflow kept (Multiagent
   Finetuning, Subramaniam et al. 2025, arXiv 2501.05707, Sec. 2: each agent trained on its own
   outputs in the runs that succeeded), so the next cycle's team does again what worked. Measured
