@@ -22,6 +22,8 @@ Each model is built once per test process (the modules that use it share the dir
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,17 @@ from selfevolve.runtime_env import apply_defaults
 # the other worker needs (runtime_env.SPIN_DEFAULT), so its torch threads sleep at once.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 apply_defaults()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+# A suite stopped by SIGTERM (``timeout``, CI cancelling a job) tears its fixtures down as on Ctrl-C:
+# Python's default SIGTERM ends the process at once, and the MLflow and Prefect servers a module
+# fixture started in their own process groups (test_cluster, test_campaign_e2e) kept running.
+if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, _interrupt)
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = ROOT.parent / "shared" / "benchmarks"
