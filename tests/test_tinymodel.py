@@ -387,7 +387,7 @@ def test_a_pretrained_bases_replay_is_its_own_right_answers_on_the_forms_it_mast
 def test_split_roles_teach_reading_and_seed_form_sums_only():
     """The warm start's split round (``warm_start.split_role_rows``) teaches the roles of the split
     workflow (``mass.design.split_solver_combine``) without supervising a sum beyond the seed forms:
-    the splitter's reply is the problem's low and high parts (``arith.split_sum``) and no answer, for
+    the splitter's reply is the problem's low and high parts (``arith.split_parts``) and no answer, for
     operands up to ``SPLIT_READ_DIGITS`` digits each, padded to 6 digits or the longer one's length
     (the parts are the Solver's own problems: no role of their own); a combiner is
     shown a seed-form problem with unrelated sums (high sums past 4 digits among them) and its
@@ -412,7 +412,7 @@ def test_split_roles_teach_reading_and_seed_form_sums_only():
         head = prompt.split("\n")[0]
         assert row.role == "solver" and head in (D.SPLIT_INSTRUCTION, D.COMBINE_INSTRUCTION)
         a, b = map(int, re.search(r"Problem: Compute (\d+) \+ (\d+)\.", prompt).groups())
-        (la, lb), (ha, hb) = arith.split_sum(a, b)
+        (ha, la), (hb, lb) = divmod(a, 1000), divmod(b, 1000)
         width = max(6, len(str(a)), len(str(b)))
         pa, pb = str(a).zfill(width), str(b).zfill(width)  # both numbers padded to one width, zeros kept
         if head == D.SPLIT_INSTRUCTION:

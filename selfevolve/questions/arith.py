@@ -247,27 +247,21 @@ def scratchpad(nums: list[int], ops: list[str], restate: bool = False) -> str:
     return " ".join(lines)
 
 
-#: The low part's digits in a split sum (:func:`split_sum`): the seed forms' operand length, so
+#: The low part's digits in a split sum (:func:`split_parts`): the seed forms' operand length, so
 #: that every sum up to 6+6 digits splits into two seed-form sums; a longer one's high part is a
 #: sum the single pass has to have learned (4+4 digits for 7+7), so the team reaches further as it does.
 SPLIT_DIGITS = 3
-
-
-def split_sum(a: int, b: int, digits: int = SPLIT_DIGITS) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The low and high parts of ``a + b``: ``((a mod 10^d, b mod 10^d), (a div 10^d, b div 10^d))``
-    for ``d = digits`` (a missing high part is 0). ``a + b = (high sum) * 10^d + (low sum)``: the
-    decomposition of SECToR (Zhang et al. 2023, arXiv 2309.08589, Sec. 3: a long sum from the
-    shorter sums the model already does) that the split workflow (``selfevolve.mass.design``) runs."""
-    m = 10 ** digits
-    return (a % m, b % m), (a // m, b // m)
 
 
 def split_parts(a: int, b: int, digits: int = SPLIT_DIGITS) -> tuple[str, str, str]:
     """How the splitter writes ``a + b``'s parts: ``(padded, low, high)``, with both numbers
     zero-padded to one width (``2 * digits``, or the longer number's length), the low part the last
     ``digits`` of each padded number and the high part the digits before them, zeros kept:
-    ``4050 + 542`` -> ``("004050+000542", "050 + 542", "004 + 000")``. Their values are
-    :func:`split_sum`'s. Measured (docs/measurements.md, "December 5 (night)"): the parts copied
+    ``4050 + 542`` -> ``("004050+000542", "050 + 542", "004 + 000")``: ``a mod 10^d, b mod 10^d``
+    and ``a div 10^d, b div 10^d`` for ``d = digits``, so ``a + b = (high sum) * 10^d + (low sum)``,
+    the decomposition of SECToR (Zhang et al. 2023, arXiv 2309.08589, Sec. 3: a long sum from the
+    shorter sums the model already does) that the split workflow (``selfevolve.mass.design``) runs.
+    Measured (docs/measurements.md, "December 5 (night)"): the parts copied
     from the numbers as written (``<low>050 + 542</low>``, an offset from each number's end) were
     misread by one seed's splitter on most 4-digit operands (its workflow 0.41 on the frontier;
     0.93 after 1,000 more steps); copied from the padded line at fixed places, 0.98 on the frontier
@@ -285,7 +279,7 @@ def split_reply(a: int, b: int, digits: int = SPLIT_DIGITS) -> str:
 
 
 def combine_sums(low: int, high: int, digits: int = SPLIT_DIGITS) -> int:
-    """``a + b`` from its parts' sums (:func:`split_sum`): the low sum's carry (its digits above the
+    """``a + b`` from its parts' sums (:func:`split_parts`): the low sum's carry (its digits above the
     ``digits`` lowest) added to the high sum, followed by the low sum's ``digits`` lowest digits."""
     m = 10 ** digits
     return (high + low // m) * m + low % m
