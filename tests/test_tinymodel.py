@@ -497,9 +497,16 @@ def test_the_split_round_trains_on_until_its_roles_hold_and_keeps_the_best(tmp_p
     a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
 
+    # a role within one standard error of the floor on the check's 200 transcripts (0.95 - 0.0154) holds; one below it does not
+    for combiner, rounds in ((0.94, 1), (0.93, 2)):
+        checks = iter([{"frontier_pass": 0.5, "seed_accuracy": 1.0}] + [{"frontier_pass": 0.4, "seed_accuracy": 0.99}] * 2)
+        summary, _ = run_bootstrap(p, tmp_path / f"se{rounds}", probe=lambda model, tok: next(checks),
+                                   role_check=roles([{"splitter": 0.99, "combiner": combiner}, {"splitter": 0.99, "combiner": 0.99}]))
+        assert p.bootstrap.probe_questions == 200 and summary["split_rounds"] == rounds
+
 
 def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(monkeypatch):
-    """``split_role_check`` asks each role ``probe_questions // 4`` fresh questions (the same ones at
+    """``split_role_check`` asks each role ``probe_questions`` fresh questions (the same ones at
     every check) and counts a reply right only when what follows ``</think>`` is the transcript's:
     a reply with the right worked steps and a wrong answer is wrong, other steps with the right answer right."""
     from selfevolve.backends.base import Completion
@@ -541,7 +548,7 @@ def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(
     even = [int(re.search(r"Compute (\d+) \+", t).group(1)) % 2 == 0 for t in first[0]]
     assert got == {"splitter": sum(even) / len(even), "combiner": 1.0} and 0 < sum(even) < len(even)
     check(None, Tok())
-    assert asked[2:] == first and [len(a) for a in first] == [10, 10]
+    assert asked[2:] == first and [len(a) for a in first] == [40, 40]
     assert split_role_check(load_params(None, overrides={"bootstrap.extra_rounds": 0})) is None
     assert split_role_check(load_params(None, overrides={"bootstrap.split_steps": 0})) is None
 
