@@ -526,7 +526,7 @@ def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(
     from selfevolve.mass import design as D
     from selfevolve.questions import arith
 
-    p = load_params(None, overrides={"bootstrap.probe_questions": 40})
+    p = load_params(None, overrides={"bootstrap.probe_questions": 160})
     asked = []
 
     class Replies:  # the splitter's steps, its parts wrong when the first number is odd; other steps with the right answer for the combiner
@@ -556,11 +556,48 @@ def test_the_split_role_check_scores_each_role_on_what_follows_its_worked_steps(
     got = check(None, Tok())
     first = asked[:]
     even = [int(re.search(r"Compute (\d+) \+", t).group(1)) % 2 == 0 for t in first[0]]
-    assert got == {"splitter": sum(even) / len(even), "combiner": 1.0} and 0 < sum(even) < len(even)
+    cells = got.pop("cells")
+    assert got == {"splitter": round(sum(even) / len(even), 4), "combiner": 1.0} and 0 < sum(even) < len(even)
+    # per role and length: the combiner right in each of its cells, the splitter's cells its errors by width
+    assert {c.split()[0] for c in cells} == {"splitter", "combiner"} and all(a == 1.0 for c, a in cells.items() if c.startswith("combiner"))
+    assert 0 < min(a for c, a in cells.items() if c.startswith("splitter")) < 1
     check(None, Tok())
-    assert asked[2:] == first and [len(a) for a in first] == [40, 40]
+    assert asked[2:] == first and [len(a) for a in first] == [160, 160]
     assert split_role_check(load_params(None, overrides={"bootstrap.extra_rounds": 0})) is None
     assert split_role_check(load_params(None, overrides={"bootstrap.split_steps": 0})) is None
+
+
+def test_an_extra_split_round_practises_the_cells_the_check_found_failing(tmp_path, monkeypatch):
+    """After a split round whose check finds a role failing at one length (``role_cells``: seed 0's
+    combiner on 7-digit answers), ``focus_share`` of the next round's split rows are transcripts of
+    that cell, weighted by error; a cell that holds is not drawn on purpose, and a check without
+    cells trains as before."""
+    from selfevolve.embedded import warm_start
+    from selfevolve.training import loop
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 2, 100, 50, 2
+    p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.95, 2, 2
+    p.bootstrap.focus_share, p.bootstrap.split_share = 0.5, 1.0
+    batches: list[list] = []
+    real_fit = loop.fit
+
+    def recording_fit(model, tok, draw, **kw):
+        return real_fit(model, tok, lambda rng: batches.append(draw(rng)) or batches[-1], **kw)
+
+    monkeypatch.setattr(loop, "fit", recording_fit)
+    roles = iter([{"splitter": 1.0, "combiner": 0.8, "cells": {"combiner 7": 0.01, "combiner 5": 1.0, "splitter 3": 1.0}},
+                  {"splitter": 1.0, "combiner": 0.97, "cells": {"combiner 7": 0.97}}])
+    summary, _ = warm_start.run_bootstrap(p, tmp_path / "m", role_check=lambda model, tok: next(roles))
+    split = [r for r in summary["rounds"] if r.get("split_roles")]
+    assert split[0]["role_cells"] == {"combiner 7": 0.01, "combiner 5": 1.0, "splitter 3": 1.0}
+    assert "cells" not in split[0]["roles"] and split[1]["focus"] == ["combiner 7"] and "focus" not in split[0]
+    focus = [r for b in batches[4:6] for r in b if r.id.startswith("focus")]   # warm start, split round, extra round: 2 steps each
+    assert len(batches) == 6 and not any(r.id.startswith("focus") for b in batches[:4] for r in b)
+    assert 25 <= len(focus) <= 75                                          # about half of 2 batches of 50
+    assert all(warm_start.split_cell("combiner", r.completion) == "combiner 7" for r in focus)
+    assert warm_start.weak_cells({"role_cells": {"combiner 7": 0.5, "splitter 4": 0.96}}, p.bootstrap) == {"combiner 7": 0.5}
+    assert warm_start.split_cell("splitter", "<think>0004050+0000542</think><low>050 + 542</low><high>0004 + 0000</high>") == "splitter 4"
 
 
 def _expected_split_reply(prompt: str) -> str:

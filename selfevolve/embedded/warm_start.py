@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 import time
 from pathlib import Path
 from statistics import fmean
@@ -79,7 +80,9 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     one is below ``bootstrap.min_seed_accuracy`` by more than a standard error (the roles are
     seed-form work: reading, seed-form sums, a carry; :func:`_roles_ok`), up to
     ``bootstrap.extra_rounds`` more split rounds of ``bootstrap.extra_steps`` steps follow, while
-    each lifts the weakest role (:func:`_roles_moved`), and the best split round is kept: seed forms held first, then the weakest role's
+    each lifts the weakest role (:func:`_roles_moved`), with ``bootstrap.focus_share`` of their
+    split rows on the role-and-length cells the check found failing (:func:`weak_cells`), and the
+    best split round is kept: seed forms held first, then the weakest role's
     accuracy, then the frontier pass@k. Measured (docs/measurements.md, "December 6 (evening)"):
     the same code and seed left the combiner at 0.36 on one CPU's kernel path and the split
     workflow working on another; the check makes the roles' standing a condition, not an outcome.
@@ -113,7 +116,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     order = list(range(len(rows)))
 
     def train(steps: int, seed: int, desc: str, focus: dict[str, float] | None = None, split: list | None = None,
-              learning_rate: float = bp.learning_rate) -> list[dict]:
+              learning_rate: float = bp.learning_rate, split_focus: dict[str, float] | None = None) -> list[dict]:
         def draw(rng):  # epochs over the transcripts in a seeded order; a share on the focus forms or the split roles
             batch = []
             for _ in range(bp.batch_size):
@@ -121,7 +124,8 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
                     batch.append(_focus_row(rng, focus, bp.restate_operands))
                     continue
                 if split and rng.random() < bp.split_share:
-                    batch.append(rng.choice(split))
+                    focused = split_focus and rng.random() < bp.focus_share
+                    batch.append(_split_focus_row(rng, split_focus, params) if focused else rng.choice(split))
                     continue
                 if not order:
                     order.extend(range(len(rows)))
@@ -155,19 +159,23 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
     if split_rows:
         for entry in rounds:
             entry["kept"] = False
-        first, best = len(rounds), None
+        first, best, weak = len(rounds), None, {}
         while True:
             r, steps = len(rounds), bp.split_steps if len(rounds) == first else bp.extra_steps
             last = curve[-1]["step"]
             desc = "bootstrap (the split workflow's roles)" + (f", extra round {r - first}" if r > first else "")
-            curve += [{**e, "step": last + e["step"]} for e in
-                      train(steps, params.seed + r + 1, desc, split=split_rows, learning_rate=bp.split_learning_rate)]
+            curve += [{**e, "step": last + e["step"]} for e in train(steps, params.seed + r + 1, desc, split=split_rows,
+                                                                    learning_rate=bp.split_learning_rate, split_focus=weak)]
             if probe is None and role_check is None:
                 break
             entry = {"round": r, "steps": steps, "split_roles": True, **(probe(model, tok) if probe else {})}
+            if weak:
+                entry["focus"] = sorted(weak)
             if role_check is not None:
-                entry["roles"] = role_check(model, tok)
+                entry["roles"] = dict(role_check(model, tok))
+                entry["role_cells"] = entry["roles"].pop("cells", {})
             rounds.append(entry)
+            weak = weak_cells(entry, bp)
             before = best
             if best is None or _split_rank(entry, bp) > best[0]:
                 best = (_split_rank(entry, bp), r, snapshot(model))
@@ -177,8 +185,9 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
                 log.info("split workflow's roles %s: the weakest no better than round %d's %s; no more split rounds",
                          entry["roles"], before[1], rounds[before[1]]["roles"])
                 break
-            log.info("split workflow's roles %s (wanted %.3f each): extra split round %d of %d steps", entry["roles"],
-                     bp.min_seed_accuracy, r + 1 - first, bp.extra_steps)
+            log.info("split workflow's roles %s (wanted %.3f each): extra split round %d of %d steps%s", entry["roles"],
+                     bp.min_seed_accuracy, r + 1 - first, bp.extra_steps,
+                     f", {bp.focus_share:.0%} of its split rows on {weak}" if weak else "")
         if best is not None:
             _keep_best(model, rounds[first:], best)
             kept_roles = {f"role_{k}_accuracy": v for k, v in rounds[best[1]].get("roles", {}).items()}
@@ -220,15 +229,16 @@ def split_role_rows(params: Params) -> list:
     return as_rows([split_transcript(rng, forms) for _ in range(n)], prefix="split")
 
 
-def split_role_check(params: Params) -> Callable[[object, object], dict[str, float]] | None:
-    """``check(model, tokenizer) -> {role: accuracy in [0, 1]}`` for each role of
-    :data:`~selfevolve.embedded.transcripts.SPLIT_ROLES`: greedy replies to
+def split_role_check(params: Params) -> Callable[[object, object], dict] | None:
+    """``check(model, tokenizer) -> {role: accuracy in [0, 1], ..., "cells": {cell: accuracy}}`` for
+    each role of :data:`~selfevolve.embedded.transcripts.SPLIT_ROLES`: greedy replies to
     ``bootstrap.probe_questions`` fresh transcripts of that role (``transcripts.split_transcript``,
     drawn once from their own seed, so checking takes nothing from training's randomness), right
     when what follows the reply's ``</think>`` (the splitter's ``<low>..</low><high>..</high>``, the
     combiner's ``<answer>``) is the transcript's, character for character; that is
-    what the workflow (``mass.design.split_solver_combine``) reads from each role. None where
-    :func:`split_role_rows` is empty or ``bootstrap.extra_rounds`` is 0."""
+    what the workflow (``mass.design.split_solver_combine``) reads from each role. ``cells``: the
+    same by :func:`split_cell` (role and length), for cells of at least :data:`MIN_CELL`
+    transcripts. None where :func:`split_role_rows` is empty or ``bootstrap.extra_rounds`` is 0."""
     from selfevolve.backends.base import SamplingConfig
     from selfevolve.embedded.transcripts import SPLIT_ROLES, split_transcript
     from selfevolve.questions.seed_sets import arith_forms
@@ -243,14 +253,54 @@ def split_role_check(params: Params) -> Callable[[object, object], dict[str, flo
         from selfevolve.backends.hf import HFBackend
 
         backend = HFBackend.from_pretrained_objects(model, tok)
-        out = {}
+        out, cells = {}, {}
         for role, chats in items.items():
             longest = max(len(tok(c[1]["content"]).input_ids) for c in chats)
             replies = backend.chat([c[:1] for c in chats], SamplingConfig(temperature=0.0, max_new_tokens=longest + 8))
-            out[role] = round(fmean(_after_think(got[0].text) == _after_think(c[1]["content"]) for got, c in zip(replies, chats)), 4)
-        return out
+            right = [_after_think(got[0].text) == _after_think(c[1]["content"]) for got, c in zip(replies, chats)]
+            out[role] = round(fmean(right), 4)
+            for cell in sorted({split_cell(role, c[1]["content"]) for c in chats}):
+                hits = [ok for ok, c in zip(right, chats) if split_cell(role, c[1]["content"]) == cell]
+                if len(hits) >= MIN_CELL:
+                    cells[cell] = round(fmean(hits), 4)
+        return {**out, "cells": cells}
 
     return check
+
+
+#: Fewest check transcripts a cell (:func:`split_cell`) needs to be scored and focused on.
+MIN_CELL = 10
+
+
+def split_cell(role: str, reply: str) -> str:
+    """Where a split role's transcript falls: its role and the length of the longest number after
+    its worked steps (the combiner's answer digits, the splitter's high part): ``"combiner 7"``."""
+    return f"{role} {max((len(d) for d in re.findall(r'[0-9]+', _after_think(reply))), default=0)}"
+
+
+def weak_cells(entry: dict, bp) -> dict[str, float]:
+    """The cells an extra split round focuses on, with their weights: each of the checked round's
+    ``role_cells`` (cell -> accuracy) below ``bootstrap.min_seed_accuracy``, weighted by its error
+    rate. Measured (docs/measurements.md, "December 7 (night)"): seed 0's combiner at 0.79 was right
+    on every answer length but one, 7 digits (a 4-digit high sum; 1 of 86); 600 steps with 0.3 of
+    the split rows on 7-digit answers took it to 1.00 and the combiner to 0.97, the same steps
+    without to 0.82 (four such rounds of the campaign: 0.78, 0.775, 0.785, 0.79)."""
+    return {c: round(1.0 - a, 4) for c, a in sorted(entry.get("role_cells", {}).items()) if a < bp.min_seed_accuracy}
+
+
+def _split_focus_row(rng, cells: dict[str, float], params: Params):
+    """One split-role training row of a cell drawn by weight from ``cells`` (:func:`weak_cells`):
+    transcripts of its role are drawn until one falls in it (up to 1,000; else the last drawn)."""
+    from selfevolve.embedded.transcripts import as_rows, split_transcript
+    from selfevolve.questions.seed_sets import arith_forms
+
+    cell = rng.choices(list(cells), weights=list(cells.values()))[0]
+    role, forms = cell.split()[0], arith_forms(params)[0]
+    for _ in range(1000):
+        chat = split_transcript(rng, forms, role=role)
+        if split_cell(role, chat[1][1]["content"]) == cell:
+            break
+    return as_rows([chat], prefix="focus")[0]
 
 
 def _split_round_on(params: Params) -> bool:
