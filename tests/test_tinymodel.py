@@ -118,17 +118,10 @@ def test_warm_start_keeps_going_until_the_frontier_is_partly_solvable(tmp_path):
     assert all(torch.equal(saved[k], seen[0][k]) for k in saved)
 
 
-def test_an_extra_round_after_missed_seed_forms_practises_the_failing_forms(tmp_path, monkeypatch):
-    """After a check that misses ``min_seed_accuracy``, ``focus_share`` of the next round's rows are
-    Solver transcripts of the forms that check found failing, weighted by their error; a round after
-    a check that holds the seed forms trains on the transcripts alone."""
-    from selfevolve.embedded import warm_start
+def _record_batches(monkeypatch) -> list[list]:
+    """Every batch the warm start's ``fit`` draws, in order (training runs as usual)."""
     from selfevolve.training import loop
 
-    p = Params()
-    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 2, 100, 50, 0
-    p.bootstrap.min_frontier_pass, p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.9, 0.95, 2, 2
-    p.bootstrap.focus_share = 0.5
     batches: list[list] = []
     real_fit = loop.fit
 
@@ -136,6 +129,20 @@ def test_an_extra_round_after_missed_seed_forms_practises_the_failing_forms(tmp_
         return real_fit(model, tok, lambda rng: batches.append(draw(rng)) or batches[-1], **kw)
 
     monkeypatch.setattr(loop, "fit", recording_fit)
+    return batches
+
+
+def test_an_extra_round_after_missed_seed_forms_practises_the_failing_forms(tmp_path, monkeypatch):
+    """After a check that misses ``min_seed_accuracy``, ``focus_share`` of the next round's rows are
+    Solver transcripts of the forms that check found failing, weighted by their error; a round after
+    a check that holds the seed forms trains on the transcripts alone."""
+    from selfevolve.embedded import warm_start
+
+    p = Params()
+    p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 2, 100, 50, 0
+    p.bootstrap.min_frontier_pass, p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.9, 0.95, 2, 2
+    p.bootstrap.focus_share = 0.5
+    batches = _record_batches(monkeypatch)
     checks = iter([{"frontier_pass": 0.0, "seed_accuracy": 0.7, "seed_forms": {"3+2": 0.0, "4+1": 0.75, "2+2": 1.0}},
                    {"frontier_pass": 0.0, "seed_accuracy": 0.97, "seed_forms": {"3+2": 0.9, "4+1": 1.0, "2+2": 1.0}},
                    {"frontier_pass": 0.0, "seed_accuracy": 0.97, "seed_forms": {}}])
@@ -573,19 +580,12 @@ def test_an_extra_split_round_practises_the_cells_the_check_found_failing(tmp_pa
     that cell, weighted by error; a cell that holds is not drawn on purpose, and a check without
     cells trains as before."""
     from selfevolve.embedded import warm_start
-    from selfevolve.training import loop
 
     p = Params()
     p.bootstrap.steps, p.bootstrap.transcripts, p.bootstrap.batch_size, p.bootstrap.split_steps = 2, 100, 50, 2
     p.bootstrap.min_seed_accuracy, p.bootstrap.extra_rounds, p.bootstrap.extra_steps = 0.95, 2, 2
     p.bootstrap.focus_share, p.bootstrap.split_share = 0.5, 1.0
-    batches: list[list] = []
-    real_fit = loop.fit
-
-    def recording_fit(model, tok, draw, **kw):
-        return real_fit(model, tok, lambda rng: batches.append(draw(rng)) or batches[-1], **kw)
-
-    monkeypatch.setattr(loop, "fit", recording_fit)
+    batches = _record_batches(monkeypatch)
     roles = iter([{"splitter": 1.0, "combiner": 0.8, "cells": {"combiner 7": 0.01, "combiner 5": 1.0, "splitter 3": 1.0}},
                   {"splitter": 1.0, "combiner": 0.97, "cells": {"combiner 7": 0.97}}])
     summary, _ = warm_start.run_bootstrap(p, tmp_path / "m", role_check=lambda model, tok: next(roles))
