@@ -145,9 +145,10 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
         best = (_rank(rounds[0], bp), 0, snapshot(model))
         while not _good_enough(rounds[best[1]], bp) and len(rounds) <= bp.extra_rounds:
             r, focus = len(rounds), focus_forms(rounds[-1], bp)
-            log.info("frontier pass@k %.3f (wanted %.3f), seed forms %s (wanted %.3f): extra round %d of %d steps%s",
-                     rounds[best[1]]["frontier_pass"], bp.min_frontier_pass, rounds[best[1]].get("seed_accuracy"),
-                     bp.min_seed_accuracy, r, bp.extra_steps, f", {bp.focus_share:.0%} of it on {sorted(focus)}" if focus else "")
+            log.info("round %d: frontier pass@k %.3f (wanted %.3f), seed forms %s (wanted %.3f); best so far round %d: "
+                     "extra round %d of %d steps%s", r - 1, rounds[-1]["frontier_pass"], bp.min_frontier_pass,
+                     rounds[-1].get("seed_accuracy"), bp.min_seed_accuracy, best[1], r, bp.extra_steps,
+                     f", {bp.focus_share:.0%} of it on {sorted(focus)}" if focus else "")
             last = curve[-1]["step"]
             curve += [{**e, "step": last + e["step"]}
                       for e in train(bp.extra_steps, params.seed + r, f"bootstrap (extra round {r})", focus)]
