@@ -95,6 +95,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
 
     from selfevolve.embedded import tinymodel
     from selfevolve.embedded.transcripts import as_rows
+    from selfevolve.questions.seed_sets import arith_forms
     from selfevolve.training.loop import fit, resolve_precision
     from selfevolve.training.rl import snapshot, training_attention
 
@@ -125,7 +126,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
                     continue
                 if split and rng.random() < bp.split_share:
                     focused = split_focus and rng.random() < bp.focus_share
-                    batch.append(_split_focus_row(rng, split_focus, params) if focused else rng.choice(split))
+                    batch.append(_split_focus_row(rng, split_focus, split_forms) if focused else rng.choice(split))
                     continue
                 if not order:
                     order.extend(range(len(rows)))
@@ -157,6 +158,7 @@ def run_bootstrap(params: Params, out_dir: str | Path, seed_questions=None,
                 best = (_rank(rounds[-1], bp), r, snapshot(model))
         _keep_best(model, rounds, best)
     split_rows, kept_roles = split_role_rows(params), {}
+    split_forms = arith_forms(params)[0] if split_rows else []  # what the focused split rows are drawn over
     if split_rows:
         for entry in rounds:
             entry["kept"] = False
@@ -249,8 +251,9 @@ def split_role_check(params: Params) -> Callable[[object, object], dict] | None:
     rng, forms = random.Random(f"split-check:{params.seed}"), arith_forms(params)[0]
     n = max(1, params.bootstrap.probe_questions)
     items = {role: [split_transcript(rng, forms, role=role)[1] for _ in range(n)] for role in SPLIT_ROLES}
+    cell_of = {role: [split_cell(role, c[1]["content"]) for c in chats] for role, chats in items.items()}
 
-    def check(model, tok) -> dict[str, float]:
+    def check(model, tok) -> dict:
         from selfevolve.backends.hf import HFBackend
 
         backend = HFBackend.from_pretrained_objects(model, tok)
@@ -260,10 +263,10 @@ def split_role_check(params: Params) -> Callable[[object, object], dict] | None:
             replies = backend.chat([c[:1] for c in chats], SamplingConfig(temperature=0.0, max_new_tokens=longest + 8))
             right = [_after_think(got[0].text) == _after_think(c[1]["content"]) for got, c in zip(replies, chats)]
             out[role] = round(fmean(right), 4)
-            for cell in sorted({split_cell(role, c[1]["content"]) for c in chats}):
-                hits = [ok for ok, c in zip(right, chats) if split_cell(role, c[1]["content"]) == cell]
-                if len(hits) >= MIN_CELL:
-                    cells[cell] = round(fmean(hits), 4)
+            by_cell: dict[str, list[bool]] = {}
+            for cell, ok in zip(cell_of[role], right):
+                by_cell.setdefault(cell, []).append(ok)
+            cells.update({cell: round(fmean(hits), 4) for cell, hits in sorted(by_cell.items()) if len(hits) >= MIN_CELL})
         return {**out, "cells": cells}
 
     return check
@@ -289,14 +292,14 @@ def weak_cells(entry: dict, bp) -> dict[str, float]:
     return {c: round(1.0 - a, 4) for c, a in sorted(entry.get("role_cells", {}).items()) if a < bp.min_seed_accuracy}
 
 
-def _split_focus_row(rng, cells: dict[str, float], params: Params):
+def _split_focus_row(rng, cells: dict[str, float], forms: list[str]):
     """One split-role training row of a cell drawn by weight from ``cells`` (:func:`weak_cells`):
-    transcripts of its role are drawn until one falls in it (up to 1,000; else the last drawn)."""
+    transcripts of its role over the seed ``forms`` are drawn until one falls in it (up to 1,000;
+    else the last drawn)."""
     from selfevolve.embedded.transcripts import as_rows, split_transcript
-    from selfevolve.questions.seed_sets import arith_forms
 
     cell = rng.choices(list(cells), weights=list(cells.values()))[0]
-    role, forms = cell.split()[0], arith_forms(params)[0]
+    role = cell.split()[0]
     for _ in range(1000):
         chat = split_transcript(rng, forms, role=role)
         if split_cell(role, chat[1][1]["content"]) == cell:
