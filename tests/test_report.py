@@ -318,6 +318,17 @@ def test_conclusion_says_what_a_cycle_did_against_the_one_it_started_from():
     assert "started from" not in cycle_conclusion("c2", m, {}, "c1", None)  # no rungs measured
 
 
+def test_conclusion_names_the_ladder_holes():
+    """A form failed below a solved harder one is named with both accuracies (seed 0's c2 of
+    docs/measurements.md, "December 7 (night)"); the edge of the ladder is not a hole."""
+    from selfevolve.reporting.conclusions import cycle_conclusion
+
+    m = {"frontier accuracy": 0.96, "rl kept": 1.0, "sft kept": 1.0}
+    text = cycle_conclusion("c2", m, {}, "c1", forms={"7+4": 0.0, "8+4": 0.71, "8+8": 0.0, "3+3": 1.0})
+    assert "Holes in the ladder, forms it fails while it solves a harder one: 7+4 (0.00; 8+4 0.71)." in text
+    assert "Holes" not in cycle_conclusion("c2", m, {}, "c1", forms={"7+4": 0.0, "8+4": 0.4})
+
+
 def _drawn(plot, root: Path):
     """The axes of one report figure drawn on an Agg canvas, and that canvas's renderer."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -94,6 +94,21 @@ def test_split_metrics_reach_from_the_forms():
     assert m["heldout_reach_50"] == 7 and m["heldout_reach_90"] == 0 and m["heldout_beyond_accuracy"] == 0.2
     rows[10:20] = [{"id": f"b{i}", "categories": {"split": "frontier", "form": "4+3"}, "correct": [1]} for i in range(10)]
     assert split_metrics(rows, None)["heldout_reach_90"] == 7
+    assert m["heldout_holes"] == 0
+    rows += [{"id": f"d{i}", "categories": {"split": "beyond", "form": "4+2"}, "correct": [0]} for i in range(10)]
+    assert split_metrics(rows, None)["heldout_holes"] == 1  # 4+2 at 0 under 4+3 at 0.6
+
+
+def test_ladder_holes_are_forms_failed_below_a_solved_harder_form():
+    """seed 0's c2 (docs/measurements.md, "December 7 (night)"): 7+3 and 7+4 at 0 while 8+4 stood at
+    0.71; 6+6 at 0.08 is the edge (nothing at or beyond both its operands is solved), not a hole."""
+    from selfevolve.questions.arith import ladder_holes
+
+    acc = {"7+3": 0.0, "7+4": 0.0, "8+3": 0.46, "8+4": 0.71, "6+6": 0.08, "6+5": 0.5, "3+3": 1.0, "x": 0.0, "2+2+2": 0.0}
+    assert ladder_holes(acc) == {"7+3": "8+4", "7+4": "8+4"}
+    assert ladder_holes({**acc, "8+4": 0.49}) == {}  # no harder form at >= 0.5
+    assert ladder_holes({**acc, "7+4": 0.11}) == {"7+3": "8+4"}  # above `low`: not a hole
+    assert ladder_holes({"4-2": 0.0, "5+3": 1.0}) == {}  # another operator
 
 
 def test_validation_questions_are_balanced_over_the_splits(tmp_path):

@@ -113,6 +113,32 @@ def reach(form_accuracy: dict[str, float], threshold: float) -> int:
     return max(sizes, default=0)
 
 
+def ladder_holes(form_accuracy: dict[str, float], low: float = 0.1, high: float = 0.5) -> dict[str, str]:
+    """Forms the model fails while it solves a harder one: each form answered at most ``low`` right
+    whose every operand is no longer than those of another form (same operator and operand count)
+    answered at least ``high`` right, mapped to the hardest such form. ``form_accuracy`` as for
+    :func:`reach`. A hole is not the edge of what the model can do but one skill missing inside it:
+    measured (docs/measurements.md, "December 7 (night)"), seed 0's held-out 3+7, 4+7, 7+3, 7+4
+    stayed at 0 through c2 while 8+4 rose to 0.71 — the split team's combiner could not copy a
+    7-digit answer, and :func:`reach` alone never showed it."""
+    parsed = {}
+    for form, acc in form_accuracy.items():
+        try:
+            parsed[form] = (parse_form(form), acc)
+        except ValueError:
+            continue
+    holes = {}
+    for form, ((op, digits), acc) in parsed.items():
+        if acc > low:
+            continue
+        harder = [(sum(d), other) for other, ((o, d), a) in parsed.items()
+                  if other != form and a >= high and o == op and len(d) == len(digits)
+                  and all(x >= y for x, y in zip(d, digits))]
+        if harder:
+            holes[form] = max(harder)[1]
+    return dict(sorted(holes.items(), key=lambda kv: (rung_size(kv[0]), kv[0])))
+
+
 # ------------------------------------------------------------------------------------------
 # values and worked solutions
 # ------------------------------------------------------------------------------------------

@@ -37,6 +37,13 @@ class CampaignData:
         ids = sorted(set(base) & set(cur))
         return mcnemar_exact([base[i] for i in ids], [cur[i] for i in ids])[0] if ids else None
 
+    def form_accuracy(self, cycle: str) -> dict[str, float]:
+        """The cycle's held-out accuracy per arith form, ``{"4+3": accuracy in [0, 1]}``, from the
+        ``heldout_accuracy_form_4_3`` keys of its ``evaluate.json`` (``{}`` without them)."""
+        return {k.removeprefix("heldout_accuracy_form_").replace("_", "+"): float(v)
+                for k, v in self.metrics.get(cycle, {}).get("evaluate", {}).items()
+                if k.startswith("heldout_accuracy_form_") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
     def metric(self, cycle: str, stage: str, key: str) -> float | None:
         v = self.metrics.get(cycle, {}).get(stage, {}).get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from selfevolve import headline
 from selfevolve.model_registry import kept
+from selfevolve.questions.arith import ladder_holes
 from selfevolve.reporting.collect import CampaignData
 
 #: p-value below which a difference from the base model is called a change.
@@ -50,14 +51,25 @@ MASS_KEYS = tuple(["mass_champion_is_single_agent"] + [f"mass_{k}_{s}" for s in 
                                                         for k in ("champion_accuracy", "single_agent_accuracy", "p")])
 
 
+def _holes_sentence(form_accuracy: dict[str, float]) -> str:
+    """The ladder's holes (``selfevolve.questions.arith.ladder_holes``) in one sentence, or ``""``."""
+    holes = ladder_holes(form_accuracy)
+    if not holes:
+        return ""
+    named = ", ".join(f"{f} ({form_accuracy[f]:.2f}; {h} {form_accuracy[h]:.2f})" for f, h in holes.items())
+    return f" Holes in the ladder, forms it fails while it solves a harder one: {named}."
+
+
 def cycle_conclusion(cycle: str, metrics: dict[str, float], base: dict[str, float], init: str | None,
-                     rungs_vs_init: tuple[float, float] | None = None, mass: dict[str, float | None] | None = None) -> str:
+                     rungs_vs_init: tuple[float, float] | None = None, mass: dict[str, float | None] | None = None,
+                     forms: dict[str, float] | None = None) -> str:
     """One cycle's conclusion in two to four sentences from its headline ``metrics`` and the base
     model's (``base``), both by readable name (``headline.values``); ``init`` is the cycle it
     started from, ``rungs_vs_init`` (gain as a fraction of the questions, exact McNemar p) its
     change on the unsupervised rungs against that cycle's model (``heldout_rungs_*_vs_prev``), said
     when ``init`` is a cycle and not the base model (against base the split sentences say it);
-    ``mass``: the cycle's ``MASS_KEYS`` metrics, for a sentence on its MASS champion."""
+    ``mass``: the cycle's ``MASS_KEYS`` metrics, for a sentence on its MASS champion; ``forms``: its
+    held-out accuracy per form (``CampaignData.form_accuracy``), for a sentence on the ladder's holes."""
     parts = [_split_sentence(label, metrics[acc], base.get(acc), metrics.get(p))
              for acc, p, label in SPLITS if acc in metrics]
     text = ("; ".join(parts) + ".") if parts else "No held-out evaluation."
@@ -71,6 +83,7 @@ def cycle_conclusion(cycle: str, metrics: dict[str, float], base: dict[str, floa
                                                         ("self-labels", "self-labels for the Solver")) if k in metrics]
     if grew:
         text += f" It added {' and '.join(grew)}."
+    text += _holes_sentence(forms or {})
     text += _mass_sentence(mass or {})
     return text + f" Kept: {kept(metrics, cycle, init)}."
 
@@ -85,5 +98,6 @@ def conclusions(data: CampaignData) -> dict[str, str]:
         return None if gain is None or p is None else (gain, p)
 
     return {c: cycle_conclusion(c, headline.values(data.metrics[c]), base, (cycles.get(c) or {}).get("init"), rungs(c),
-                                {k: data.metric(c, "evaluate", k) for k in MASS_KEYS})
+                                {k: data.metric(c, "evaluate", k) for k in MASS_KEYS},
+                                data.form_accuracy(c))
             for c in data.cycles if c != "base" and data.metrics.get(c)}

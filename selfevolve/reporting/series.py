@@ -71,11 +71,9 @@ def compute_series(data: CampaignData) -> dict[str, list[dict]]:
     # held-out accuracy per form (the arith ladder's forms; frontier forms marked)
     split_of = {q.form: q.split for q in data.heldout_questions}
     for c in data.cycles:
-        for key, value in data.metrics.get(c, {}).get("evaluate", {}).items():
-            if key.startswith("heldout_accuracy_form_") and isinstance(value, (int, float)):
-                form = key.removeprefix("heldout_accuracy_form_").replace("_", "+")
-                out["forms"].append({"cycle": c, "step": step[c], "form": form, "accuracy": _round(float(value)),
-                                     "frontier": split_of.get(form) == "frontier", "split": split_of.get(form)})
+        for form, value in data.form_accuracy(c).items():
+            out["forms"].append({"cycle": c, "step": step[c], "form": form, "accuracy": _round(value),
+                                 "frontier": split_of.get(form) == "frontier", "split": split_of.get(form)})
 
     # pool
     levels = sorted({q.level for qs in data.pools.values() for q in qs if q.level is not None})

@@ -64,8 +64,10 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None, prev_rows: lis
     For arith rows (``categories.form``) also ``heldout_reach_50`` / ``heldout_reach_90``: the
     largest operand-digit total of an unsupervised form (splits other than ``seed``) answered at
     least 50 % / 90 % right (``selfevolve.questions.arith.reach``; 0 when none is). Seed forms do
-    not count: the footholds (5+2 digits) would set reach 7 before any cycle."""
-    from selfevolve.questions.arith import parse_form, reach
+    not count: the footholds (5+2 digits) would set reach 7 before any cycle. And ``heldout_holes``:
+    how many forms, seed forms included, the model fails while it solves a harder one
+    (``selfevolve.questions.arith.ladder_holes``; the report names them)."""
+    from selfevolve.questions.arith import ladder_holes, parse_form, reach
     from selfevolve.stats import mcnemar_exact
 
     by_split: dict[str, dict[str, int]] = {}
@@ -80,19 +82,21 @@ def split_metrics(rows: list[dict], base_rows: list[dict] | None, prev_rows: lis
             if ref is not None}
     out: dict[str, float] = {}
     forms: dict[str, list[int]] = {}
-    ladder = False  # rows of the arith ladder (a parseable form)
+    seed_forms: set[str] = set()
     for r in rows:
         cats = r.get("categories") or {}
         try:
             parse_form(cats.get("form"))
         except ValueError:
             continue
-        ladder = True
-        if cats.get("split") != "seed":
-            forms.setdefault(cats["form"], []).append(int(r["correct"][0]))
-    if ladder:
+        forms.setdefault(cats["form"], []).append(int(r["correct"][0]))
+        if cats.get("split") == "seed":
+            seed_forms.add(cats["form"])
+    if forms:  # rows of the arith ladder (a parseable form)
         accuracy = {f: sum(c) / len(c) for f, c in forms.items()}
-        out["heldout_reach_50"], out["heldout_reach_90"] = reach(accuracy, 0.5), reach(accuracy, 0.9)
+        unsupervised = {f: a for f, a in accuracy.items() if f not in seed_forms}
+        out["heldout_reach_50"], out["heldout_reach_90"] = reach(unsupervised, 0.5), reach(unsupervised, 0.9)
+        out["heldout_holes"] = len(ladder_holes(accuracy))
     for split, outcome in sorted(by_split.items()):
         out[f"heldout_{split}_accuracy"] = sum(outcome.values()) / len(outcome)
         out[f"heldout_{split}_n"] = len(outcome)
