@@ -305,7 +305,7 @@ class BenchmarkSpec(_Section):
 
 class EvaluationParams(_Section):
     benchmarks: list[BenchmarkSpec] = Field(default_factory=lambda: [BenchmarkSpec(name="heldout")])
-    max_new_tokens: int = Field(384, ge=1)
+    max_new_tokens: int = Field(512, ge=1)
     batch_size: int = Field(128, ge=1)
     mass_questions: int = Field(200, ge=0, description="held-out questions on which each cycle's MASS champion and the "
                                 "single agent are compared (0 = off)")

@@ -318,24 +318,67 @@ def test_mass_search_asks_the_ladder_a_digit_past_what_earlier_cycles_distilled(
     class Asked(Exception):
         pass
 
-    monkeypatch.setattr(stage, "ladder_forms", lambda *a: asked.append(ladder_forms(*a)) or asked[-1])
+    monkeypatch.setattr(stage, "ladder_forms", lambda *a, **kw: asked.append(ladder_forms(*a, **kw)) or asked[-1])
     monkeypatch.setattr(stage, "where_designs_differ", lambda *a: (_ for _ in ()).throw(Asked()))
     with pytest.raises(Asked):
         stage.mass_search(StageContext(params, "c2", tmp_path))
     assert asked[0][-1] == "8+8" and "8+3" in asked[0]
+    assert {"6+1", "1+8", "8+2"} <= set(asked[0])  # short partners: a 9+3 sum's high part is 6 digits + 0
     write_jsonl(c1.mass_distill, [])
     with pytest.raises(Asked):
         stage.mass_search(StageContext(params, "c2", tmp_path))
     assert asked[1][-1] == "5+5"  # the pool's 4 digits, one past
 
+    # the probes and the distilled runs get the budget held-out answers get, not the agents' calls'
+    import contextlib
+    from types import SimpleNamespace
+
+    def distill_asked(*a, **kw):
+        asked.append(kw)
+        raise Asked()
+
+    params.evaluation.max_new_tokens, params.sampling.max_new_tokens = 333, 222
+    monkeypatch.setattr(stage, "where_designs_differ", lambda *a: [])
+    monkeypatch.setattr(stage, "search_and_collect", lambda *a, **kw: SimpleNamespace(result=SimpleNamespace(team=lambda d: None)))
+    monkeypatch.setattr(stage, "distill", distill_asked)
+    ctx = StageContext(params, "c2", tmp_path)
+    monkeypatch.setattr(ctx, "backend", lambda: contextlib.nullcontext(None))
+    with pytest.raises(Asked):
+        stage.mass_search(ctx)
+    assert asked[-1]["max_new_tokens"] == 333 and asked[-1]["limits"].max_new_tokens == 222
+
+
+def one_pass_chain(a: int, b: int) -> str:
+    """What a one pass that learned the split team's way writes for ``a + b`` (measured at seed 2's
+    c3): its own flat scratchpad up to 4-digit operands, above that the team's chain, whose high
+    part is again answered by one pass, so a 9-digit sum's chain nests a 6-digit one."""
+    if max(len(str(a)), len(str(b))) <= 4:
+        return arith.scratchpad([a, b], ["+"])
+    padded, low, high = arith.split_parts(a, b)
+    (la, lb), (ha, hb) = (map(int, part.split(" + ")) for part in (low, high))
+    return (f"splitter {padded} <low>{low}</low><high>{high}</high> low {one_pass_chain(la, lb)} "
+            f"high {one_pass_chain(ha, hb)} combiner {arith.combine_worked(la + lb, ha + hb)}")
+
+
+def nested_world(prompt: str, j: int = 0) -> str:
+    """:func:`split_world` with a Solver that answers sums of up to 6-digit operands in its chain
+    (:func:`one_pass_chain`) and nothing longer."""
+    solved = re.fullmatch(re.escape(template_instruction("solver")) + r"\nProblem: Compute (\d+) \+ (\d+)\.", prompt)
+    if not solved:
+        return split_world(prompt)
+    a, b = map(int, solved.groups())
+    return f"<think>{one_pass_chain(a, b)}</think><answer>{a + b}</answer>" if max(a, b) < 10 ** 6 else "<answer>0</answer>"
+
 
 def test_the_default_budget_fits_a_distilled_chain_one_digit_past_the_held_out_ladder(tiny_model_dir):
     """Every answer the single pass learns from the team is a chain as long as the team's run: at
     256 new tokens the 8-digit chains were cut before the answer (seed 0's c8: 146 of 171 8-digit
-    held-out sums, beyond 0.664 against 0.868 with room), and so was the validation that guards
-    the distillation. The default budget of evaluation (held-out and validation) holds the chain of
-    the longest ladder the defaults distil: the held-out ladder's top and one digit more
-    (``ladder_forms``' ``beyond``); the agents' calls keep ``sampling.max_new_tokens`` (below)."""
+    held-out sums, beyond 0.664 against 0.868 with room), and at 384 the nested ones (8+7 .. 9+9,
+    390-430 tokens): seed 2's c3 answered 9+7 1.00 with room and 0 on held-out. The default budget
+    of evaluation (held-out, validation and the distillation's probes) holds the chain of the
+    longest ladder the defaults distil: the held-out ladder's top and one digit more
+    (``ladder_forms``' ``beyond``), where the part solver is one pass answering in its own chain
+    (:func:`nested_world`); the agents' calls keep ``sampling.max_new_tokens`` (below)."""
     from transformers import AutoTokenizer
 
     from selfevolve.config import Params
@@ -343,9 +386,12 @@ def test_the_default_budget_fits_a_distilled_chain_one_digit_past_the_held_out_l
 
     params, tok = Params(), AutoTokenizer.from_pretrained(tiny_model_dir)
     top = max(params.seeds.arith.reach_levels) + LADDER_BEYOND
-    rows, _ = run(split_solver_combine(), [f"{top}+{top}"], 8, probe=8, world=split_world)  # one pass adds up to 6+6 digits
-    lengths = [len(tok(r.completion)["input_ids"]) for r in rows if r.detail["by"] == "team"]
-    assert len(lengths) == 8 and max(lengths) > 256  # what the old budget cut
+    rows, report = run(split_solver_combine(), [f"{top}+{top}"], 8, probe=8, world=nested_world)
+    team = [r.completion for r in rows if r.detail["by"] == "team"]
+    assert report["by_form"][f"{top}+{top}"] == {"n": 8, "team": 1.0, "one_pass": 0.0} and len(team) == 8
+    assert all(c.count("splitter") == 2 and c.count("combiner") == 2 for c in team)  # nested: the high part's own chain
+    lengths = [len(tok(c)["input_ids"]) for c in team]
+    assert max(lengths) > 384  # what the old budget cut
     assert max(lengths) < params.evaluation.max_new_tokens
 
 

@@ -9,7 +9,9 @@ are solved that way, checked, and trained back as plain answers. Here:
 1. **Where.** The environment draws questions over the ladder's forms beyond the seed forms,
    operands up to one digit longer than the longest the cycle's pool or an earlier cycle's
    distillation holds (:func:`ladder_forms`; fresh operands, exact answers for the verifier
-   only): a few of each form first, which one pass and the champion both answer greedily; a form
+   only): a few of each form first, which one pass and the champion both answer greedily (at the
+   budget held-out answers get, ``evaluation.max_new_tokens``: at the agents' 256 one pass's
+   8-digit chains were cut off and it looked unable where it was not); a form
    is picked when the champion's accuracy on it beats one pass's by at least
    ``DISTILL_MARGIN`` and one pass answers it at most ``MAX_ONE_PASS`` of the time
    (:func:`forms_to_distill`), and most of the rest of the questions go to the picked forms, for
@@ -99,13 +101,17 @@ def split_turns(rows: Sequence[Rollout]) -> tuple[list[Rollout], list[Rollout]]:
     return [r for r in rows if r.detail.get("by") != TEAM_TURN], [r for r in rows if r.detail.get("by") == TEAM_TURN]
 
 
-def ladder_forms(pool: Sequence[Question], seed_forms: Sequence[str], min_short: int, reached: Sequence[str] = (),
+def ladder_forms(pool: Sequence[Question], seed_forms: Sequence[str], min_short: int = 1, reached: Sequence[str] = (),
                  beyond: int = LADDER_BEYOND) -> list[str]:
     """The ladder's two-operand forms (``arith.frontier_forms``: the shorter operand at least
     ``min_short`` digits, the seed forms' operators) up to ``beyond`` digits past the longest operand
     among the ``pool``'s forms and the forms ``reached`` (those earlier cycles distilled), at most
-    ``arith.MAX_DIGITS``, less the ``seed_forms``: for the embedded default (``min_short`` 3) and a
-    pool reaching 5 digits, 4+3, 3+4, 4+4, 5+3 ... 5+5, 6+3, 3+6 ... 6+6. Each round labels
+    ``arith.MAX_DIGITS``, less the ``seed_forms``: for the embedded default and a pool reaching 5
+    digits, 4+3, 3+4, 4+4, 5+3 ... 5+5, 6+1, 1+6, 6+2 ... 6+6. The short partners (``min_short`` 1)
+    are there because the split team's parts are such sums: a 9+3 or 9+4 sum's high part is a
+    6-digit number plus 0, which one pass had never met (one pass 0.12 on 6+1 at seed 2's c2, the
+    team 0 and 0.12 on 9+3 / 9+4 while 0.88-1.00 on 9+5 ... 9+8; docs/measurements.md, "Past c2").
+    Each round labels
     questions one digit longer than the last (Lee et al. 2025, arXiv 2502.01612, sec. 3): without
     it the ladder stopped where the Challenger's questions in the pool stopped (7 digits), the
     team's 8-digit runs were never asked for, and one pass stayed at 0 on every 8-digit rung from

@@ -42,7 +42,7 @@ def mass_search(ctx: StageContext) -> dict:
         write_json(P.mass_distill_report, empty_report())
         return {"mass_enabled": int(params.mass.enabled), "mass_questions": 0}
     reached = [r.detail.get("form") for r in ctx.distilled_before()]
-    ladder = ladder_forms(pool, arith_forms(params)[0], params.seeds.arith.foothold_short + 1, reached) if params.mass.distill_questions else []
+    ladder = ladder_forms(pool, arith_forms(params)[0], reached=reached) if params.mass.distill_questions else []
     sample = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
     sampling, verify = ctx.sampling("mass_search"), verify_fn(params.verifiers)
     limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len, max_new_tokens=sampling.max_new_tokens)
@@ -52,7 +52,7 @@ def mass_search(ctx: StageContext) -> dict:
         team = outcome.result.team("math")
         rows, report = distill(backend, team, ladder, ctx.rng("mass_distill"),
                                params.mass.distill_questions, prefix=f"{ctx.cycle}-ladder-", verify_fn=verify, limits=limits,
-                               max_new_tokens=sampling.max_new_tokens, seed=ctx.seed("mass_distill"))
+                               max_new_tokens=params.evaluation.max_new_tokens, seed=ctx.seed("mass_distill"))
     report |= {"team": team.design_id if team else None, "team_is_champion": team == outcome.result.champions.get("math")}
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())

@@ -100,7 +100,7 @@ STAGES: tuple[Stage, ...] = (
           outs=("cycle.rollouts", "cycle.pool"), params=("sage",), artifacts=("pool",)),
     Stage("mass_search", mass.mass_search, True,
           deps=("init.model", "init.mass_champions", "init.mass_distill", "init.earlier_distilled", "cycle.pool"), outs=("cycle.mass_dir",),
-          params=(*_GEN, "mass", "verifiers", "sage.frontier_band", "seeds.arith"), artifacts=("mass_dir",), resource="gpu"),
+          params=(*_GEN, "mass", "verifiers", "sage.frontier_band", "seeds.arith", "evaluation.max_new_tokens"), artifacts=("mass_dir",), resource="gpu"),
     Stage("datasets", train.datasets, True,
           deps=("cycle.rollouts", "cycle.pool", "cycle.solve_set", "cycle.attempts", "cycle.verdicts", "cycle.mass_trajectories",
                 "cycle.mass_champions", "init.earlier_labels", "init.self_labels", "init.mass_distill", "init.earlier_distilled"),
