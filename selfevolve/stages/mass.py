@@ -45,7 +45,8 @@ def mass_search(ctx: StageContext) -> dict:
     ladder = ladder_forms(pool, arith_forms(params)[0], reached=reached) if params.mass.distill_questions else []
     sample = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
     sampling, verify = ctx.sampling("mass_search"), verify_fn(params.verifiers)
-    limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len, max_new_tokens=sampling.max_new_tokens)
+    # the probes and the distilled runs at the held-out budget (a call's tokens are capped by the limits' too)
+    limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len, max_new_tokens=params.evaluation.max_new_tokens)
     with ctx.backend() as backend:
         outcome = search_and_collect(backend, sample, params.mass, verify, seed=ctx.seed("mass_search"),
                                      sampling=sampling, max_model_len=params.model.max_model_len, previous_champions=previous)
