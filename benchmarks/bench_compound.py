@@ -141,7 +141,7 @@ def champion_correctness(vroot: Path, cycle: str, questions, params, cache: Path
                                       question_chars=max(len(q.text) for q in questions))
     with make_backend(params.model, model_path=str(paths.model)) as backend:
         runs = greedy_runs(backend, design, questions, verify_fn=verify_fn(params.verifiers), limits=limits,
-                           max_new_tokens=params.evaluation.max_new_tokens, seed=params.seed)[1]
+                           seed=params.seed)[1]
     out = {"design_id": design.design_id, "agents": design.agent_ids, "correct": [int(bool(t.correct)) for t in runs]}
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(out))

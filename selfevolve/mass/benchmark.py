@@ -63,7 +63,7 @@ def champion_vs_single_agent(backend: Backend, champions: Mapping[str, WorkflowD
             if name == "champion" and design.design_id == row["single_agent"]["design_id"]:
                 row[name], right[name] = dict(row["single_agent"]), right["single_agent"]  # the same greedy runs: not run twice
                 continue
-            ev, runs = greedy_runs(backend, design, qs, verify_fn=verify_fn, limits=limits, max_new_tokens=max_new_tokens, seed=seed)
+            ev, runs = greedy_runs(backend, design, qs, verify_fn=verify_fn, limits=limits, seed=seed)
             right[name] = [int(bool(t.correct)) for t in runs]
             by_split = {sp: fmean(right[name][i] for i in ix) for sp, ix in pick.items()}
             row[name] = {"design_id": ev.design_id, "agents": design.agent_ids, "gate": design.gate is not None,

@@ -111,12 +111,10 @@ def ladder_forms(pool: Sequence[Question], seed_forms: Sequence[str], min_short:
     are there because the split team's parts are such sums: a 9+3 or 9+4 sum's high part is a
     6-digit number plus 0, which one pass had never met (one pass 0.12 on 6+1 at seed 2's c2, the
     team 0 and 0.12 on 9+3 / 9+4 while 0.88-1.00 on 9+5 ... 9+8; docs/measurements.md, "Past c2").
-    Each round labels
-    questions one digit longer than the last (Lee et al. 2025, arXiv 2502.01612, sec. 3): without
-    it the ladder stopped where the Challenger's questions in the pool stopped (7 digits), the
-    team's 8-digit runs were never asked for, and one pass stayed at 0 on every 8-digit rung from
-    c1 to c6 (docs/measurements.md, "December 7").
-    Empty when neither holds a parseable form."""
+    Each round labels questions one digit longer than the last (Lee et al. 2025, arXiv 2502.01612,
+    sec. 3): without it the ladder stopped where the Challenger's questions in the pool stopped (7
+    digits), the team's 8-digit runs were never asked for, and one pass stayed at 0 on every
+    8-digit rung from c1 to c6 (docs/measurements.md, "December 7"). Empty when neither holds a parseable form."""
     from selfevolve.questions.arith import MAX_DIGITS, frontier_forms, parse_form
 
     top, ops, seed = 0, sorted({parse_form(f)[0] for f in seed_forms}), set(seed_forms)
@@ -153,7 +151,7 @@ def empty_report(probe_per_form: int = 0) -> dict:
 
 
 def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[str], rng: random.Random, n: int, *, prefix: str,
-            verify_fn: VerifyFn, limits: DesignLimits, max_new_tokens: int, seed: int = 0,
+            verify_fn: VerifyFn, limits: DesignLimits, seed: int = 0,
             probe: int = PROBE_PER_FORM) -> tuple[list[Rollout], dict]:
     """Solver rows that carry the champion's reach into the single pass (see the module docstring).
 
@@ -181,7 +179,7 @@ def distill(backend: Backend, champion: WorkflowDesign | None, forms: Sequence[s
         return [], report
 
     def ask(questions: list[Question], design: WorkflowDesign) -> list[Trajectory]:
-        return greedy_runs(backend, design, questions, verify_fn=verify_fn, limits=limits, max_new_tokens=max_new_tokens, seed=seed)[1]
+        return greedy_runs(backend, design, questions, verify_fn=verify_fn, limits=limits, seed=seed)[1]
 
     def draw(among: list[str], k: int, start: int) -> list[Question]:
         return [make_question(rng, rng.choice(among), f"{prefix}{start + i:05d}", source=LADDER_SOURCE) for i in range(k)]

@@ -193,10 +193,10 @@ def evaluate_design(backend: Backend, design: WorkflowDesign, questions: Sequenc
 
 
 def greedy_runs(backend: Backend, design: WorkflowDesign, questions: Sequence[Question], *, verify_fn: VerifyFn | None,
-                limits: DesignLimits, max_new_tokens: int, seed: int | None = None
-                ) -> tuple[DesignEvaluation | None, list[Trajectory]]:
-    """``design`` run once per question greedily (temperature 0, at most ``max_new_tokens`` a call),
-    the limits recorded but not enforced, as every measurement after the search runs a design (the
+                limits: DesignLimits, seed: int | None = None) -> tuple[DesignEvaluation | None, list[Trajectory]]:
+    """``design`` run once per question greedily (temperature 0, at most ``limits.max_new_tokens``
+    tokens a call: the one budget the sampler and the executor's per-call cap both read), the other
+    limits recorded but not enforced, as every measurement after the search runs a design (the
     ``evaluate`` stage's champion-vs-single-agent check, the distillation's probes, the compounding
     benchmark): :func:`evaluate_design`'s evaluation and the verified runs, aligned with
     ``questions`` (``Trajectory.correct`` is the verifier's verdict). No questions: no model call,
@@ -204,5 +204,5 @@ def greedy_runs(backend: Backend, design: WorkflowDesign, questions: Sequence[Qu
     if not questions:
         return None, []
     ev, res = evaluate_design(backend, design, questions, verify_fn=verify_fn, limits=limits,
-                              sampling=SamplingConfig(temperature=0.0, max_new_tokens=max_new_tokens), seed=seed, check_limits=False)
+                              sampling=SamplingConfig(temperature=0.0, max_new_tokens=limits.max_new_tokens), seed=seed, check_limits=False)
     return ev, res.trajectories

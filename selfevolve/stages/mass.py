@@ -45,7 +45,7 @@ def mass_search(ctx: StageContext) -> dict:
     ladder = ladder_forms(pool, arith_forms(params)[0], reached=reached) if params.mass.distill_questions else []
     sample = where_designs_differ(ctx.rng("mass_search"), pool, params.sage.frontier_band, params.mass.questions)
     sampling, verify = ctx.sampling("mass_search"), verify_fn(params.verifiers)
-    # the probes and the distilled runs at the held-out budget (a call's tokens are capped by the limits' too)
+    # the probes and the distilled runs at the held-out budget, a call's tokens capped by the limits
     limits = DesignLimits.from_params(params.mass, max_model_len=params.model.max_model_len, max_new_tokens=params.evaluation.max_new_tokens)
     with ctx.backend() as backend:
         outcome = search_and_collect(backend, sample, params.mass, verify, seed=ctx.seed("mass_search"),
@@ -53,7 +53,7 @@ def mass_search(ctx: StageContext) -> dict:
         team = outcome.result.team("math")
         rows, report = distill(backend, team, ladder, ctx.rng("mass_distill"),
                                params.mass.distill_questions, prefix=f"{ctx.cycle}-ladder-", verify_fn=verify, limits=limits,
-                               max_new_tokens=params.evaluation.max_new_tokens, seed=ctx.seed("mass_distill"))
+                               seed=ctx.seed("mass_distill"))
     report |= {"team": team.design_id if team else None, "team_is_champion": team == outcome.result.champions.get("math")}
     write_json(P.mass_search, outcome.result.model_dump(mode="json"))
     write_json(P.mass_champions, outcome.champions_json())
