@@ -195,17 +195,22 @@ def validator(ctx: StageContext, purpose: str):
     :func:`validation_questions` (``validate(model, tokenizer) -> [0/1]``), with each question's
     ``form``, from which checkpoint selection tells the forms the starting model masters
     (retention) from those being moved. The model answers in ``model.dtype``, as the stages will run
-    it once saved (``backends.hf.in_dtype``)."""
+    it once saved (``backends.hf.in_dtype``). The starting model's outcome is read from beside its
+    weights when an earlier stage saved it there for the same questions and decoding
+    (``training.saved_validation``), and the kept checkpoint's is saved with it."""
     from selfevolve.backends.hf import HFBackend, in_dtype
     from selfevolve.training.rl import Validation
+    from selfevolve.training.saved_validation import saved_validation, validation_key
 
     questions, seed, config = validation_questions(ctx), ctx.seed(purpose), SolveConfig.from_params(ctx.params)
+    key = validation_key(questions, config, "hf", ctx.params.model.dtype)
 
     def validate(model, tokenizer) -> list[int]:
         backend = HFBackend.from_pretrained_objects(in_dtype(model, ctx.params.model.dtype), tokenizer)
         return correctness(backend, questions, config, seed=seed)
 
-    return Validation(validate, tuple(q.form for q in questions))
+    known = saved_validation(ctx.init_model(), key)
+    return Validation(validate, tuple(q.form for q in questions), key=key, known_start=tuple(known) if known is not None else None)
 
 
 def sft_retention_flags(start: list[int], questions: list[Question], mastered: float) -> list[bool]:
@@ -323,14 +328,20 @@ def train_sft(ctx: StageContext) -> dict:
     metrics["distill_rows_earlier"] = len(earlier)
     if summary.get("trained") and not params.sft.keep_if_worse:
         from selfevolve.training.rl import progress_kept, split_accuracy
+        from selfevolve.training.saved_validation import save_validation, saved_validation, validation_key
 
         questions, seed, config = validation_questions(ctx), ctx.seed("train_sft"), SolveConfig.from_params(params)
+        key = validation_key(questions, config, params.model.backend, params.model.dtype)
 
         def outcome(model_dir) -> list[int]:
             with ctx.backend(model_dir) as backend:
                 return correctness(backend, questions, config, seed=seed)
 
-        before, after = outcome(P.rl_model), outcome(P.model)
+        saved = saved_validation(P.rl_model, key)  # train_rl's outcome of the checkpoint it kept
+        before = saved if saved is not None else outcome(P.rl_model)
+        after = outcome(P.model)
+        metrics["sft_val_before_reused"] = int(saved is not None)
+        save_validation(P.model, key, after)  # the next cycle's train_rl starts from it (the RL checkpoint's file, if refused)
         retention = sft_retention_flags(before, questions, params.rl.mastered_accuracy)
         for when, outcome_ in (("before", before), ("after", after)):
             moving, kept = split_accuracy(outcome_, retention)

@@ -161,8 +161,7 @@ def train_expert_iteration(model_dir: str | Path, labels: list[Rollout], replay:
                         ", ".join(f"{f} {a:.3f} -> {b:.3f}" for f, (a, b) in slipped.items()))
         if log_step:
             log_step(steps, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
-    model.load_state_dict(select.best_state)
-    save_policy(model, tok, out_dir)
+    select.save_best(model, tok, out_dir)
     summary = {"trained": True, "algorithm": "expert_iteration", "steps": steps, **counts,
                "batch_labels": n_labels, "batch_replay": n_replay, "batch_other_roles": n_others,
                "best_step": select.best_step, "best_val_accuracy": select.best_accuracy, "attempts": attempt,

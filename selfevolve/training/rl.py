@@ -181,10 +181,15 @@ class Validation:
     ``run(model, tokenizer)`` gives the greedy 0/1 outcome per validation question (the same
     questions at every call); ``forms[i]`` is question ``i``'s form (the arith ladder's ``"2+1"``;
     None when it has none), the unit in which :func:`retention_flags` decides what the starting
-    model already masters. Callable like a plain ``Validate``."""
+    model already masters. Callable like a plain ``Validate``. ``key``
+    (``training.saved_validation.validation_key``): what the outcome depends on besides the weights;
+    with it the kept checkpoint's outcome is saved beside its weights. ``known_start``: the starting
+    weights' outcome when it was saved with them; step 0 then reads it instead of answering again."""
 
     run: Validate
     forms: tuple[str | None, ...] = ()
+    key: str = ""
+    known_start: tuple[int, ...] | None = None
 
     def __call__(self, model, tokenizer) -> list[int]:
         return self.run(model, tokenizer)
@@ -310,9 +315,12 @@ class CheckpointSelector:
         self.start_retention: float | None = None
         self.curve: list[dict] = []
         self.best_step, self.best_accuracy, self.best_state = 0, 0.0, None
+        self.best_correct: list[int] | None = None
         self.best_moving = 0.0
 
     def _correct(self) -> list[int]:
+        if self.start is None and isinstance(self.validate, Validation) and self.validate.known_start is not None:
+            return list(self.validate.known_start)
         was_training = self.model.training
         self.model.eval()
         correct = [int(c) for c in self.validate(self.model, self.tok)]
@@ -335,21 +343,34 @@ class CheckpointSelector:
             self.start_retention = kept
             mastered = sorted({f for f, r in zip(self.forms, self.retention) if r})
             entry = {"step": step, "accuracy": acc, "p_vs_start": 1.0, **extra, "mastered_forms": mastered}
-            self._keep(step, acc, moving)
+            self._keep(step, acc, moving, correct)
         else:
             p, _, _ = mcnemar_exact(self.start, correct)
             entry = {"step": step, "accuracy": acc, "p_vs_start": p, **extra}
             if self.rule == "progress":
                 if moving >= self.best_moving and retained(self.start_retention, kept, self.allowance):
-                    self._keep(step, acc, moving)
+                    self._keep(step, acc, moving, correct)
             elif acc > self.best_accuracy and p < self.threshold:  # best_accuracy >= step 0's
-                self._keep(step, acc, moving)
+                self._keep(step, acc, moving, correct)
         self.curve.append(entry)
         return entry
 
-    def _keep(self, step: int, acc: float, moving: float) -> None:
-        self.best_step, self.best_accuracy, self.best_moving = step, acc, moving
+    def _keep(self, step: int, acc: float, moving: float, correct: list[int]) -> None:
+        self.best_step, self.best_accuracy, self.best_moving, self.best_correct = step, acc, moving, correct
         self.best_state = snapshot(self.model)
+
+    def save_best(self, model, tok, out_dir: Path) -> None:
+        """Load the kept checkpoint into ``model`` (the policy; the selector may watch its average)
+        and save it to ``out_dir``, with its validation outcome beside the weights when the
+        validation has a ``key`` (``training.saved_validation``; not for a LoRA policy, whose saved
+        weights are merged and round differently from those validated)."""
+        from selfevolve.training.saved_validation import save_validation
+
+        model.load_state_dict(self.best_state)
+        merged = hasattr(model, "merge_and_unload")
+        save_policy(model, tok, out_dir)
+        if isinstance(self.validate, Validation) and self.validate.key and self.best_correct is not None and not merged:
+            save_validation(out_dir, self.validate.key, self.best_correct)
 
 
 def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate: Validate, config: TrainConfig,
@@ -400,8 +421,7 @@ def train_reinforce_pp(model_dir: str | Path, rollouts: list[Rollout], validate:
             entry = select.check(step)
             if on_step:
                 on_step(step, {"val_accuracy": entry["accuracy"], "val_p_vs_start": entry["p_vs_start"]})
-    model.load_state_dict(select.best_state)
-    save_policy(model, tok, out_dir)
+    select.save_best(model, tok, out_dir)
     val_curve, best_step, best_acc = select.curve, select.best_step, select.best_accuracy
     summary = {"trained": True, "algorithm": "reinforce_pp", "steps": rl.steps, "rollouts": len(rollouts), "best_step": best_step,
                "best_val_accuracy": best_acc, "initial_val_accuracy": val_curve[0]["accuracy"], "val_curve": val_curve,
@@ -468,8 +488,7 @@ def train_grpo(model_dir: str | Path, questions: list[Question], validate: Valid
                      report_to="none", save_strategy="no", logging_steps=max(1, rl.steps // 10), seed=config.seed)
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=cfg, train_dataset=ds, processing_class=tok, callbacks=[_Select()])
     trainer.train()
-    model.load_state_dict(select.best_state)
-    save_policy(model, tok, out_dir)
+    select.save_best(model, tok, out_dir)
     import shutil
 
     shutil.rmtree(cfg.output_dir, ignore_errors=True)
