@@ -116,3 +116,10 @@ def test_train_sft_reads_the_rl_checkpoints_outcome_and_the_next_cycle_reads_its
     answered.clear()
     metrics = stage.train_sft(ctx)
     assert metrics["sft_val_before_reused"] == 0 and answered == [str(P.rl_model), str(P.model)]
+
+    # a refused step: models/c1 is the RL checkpoint again, and it carries that checkpoint's outcome
+    monkeypatch.setattr(stage, "correctness", lambda backend, qs, config, seed=0: [int(backend.model_path == str(P.rl_model))] * len(qs))
+    shutil.rmtree(P.model)
+    metrics = stage.train_sft(ctx)
+    assert metrics["sft_kept"] == 0 and metrics["sft_val_accuracy_before"] == 1.0 and metrics["sft_val_accuracy_after"] == 0.0
+    assert stage.validator(StageContext(params, "c2", tmp_path), "train_rl").known_start == (1,) * n

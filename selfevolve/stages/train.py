@@ -341,16 +341,17 @@ def train_sft(ctx: StageContext) -> dict:
         before = saved if saved is not None else outcome(P.rl_model)
         after = outcome(P.model)
         metrics["sft_val_before_reused"] = int(saved is not None)
-        save_validation(P.model, key, after)  # the next cycle's train_rl starts from it (the RL checkpoint's file, if refused)
         retention = sft_retention_flags(before, questions, params.rl.mastered_accuracy)
         for when, outcome_ in (("before", before), ("after", after)):
             moving, kept = split_accuracy(outcome_, retention)
             metrics |= {f"sft_val_accuracy_{when}": sum(outcome_) / max(1, len(outcome_)), f"sft_val_moving_{when}": moving}
             if kept is not None:
                 metrics[f"sft_val_retention_{when}"] = kept
-        if not progress_kept(before, after, retention, params.rl.retention_tolerance, params.rl.retention_slack):
+        kept_step = progress_kept(before, after, retention, params.rl.retention_tolerance, params.rl.retention_slack)
+        if not kept_step:
             log.warning("SFT lowered validation accuracy on the questions being moved or the mastered seed forms: the cycle keeps the RL checkpoint")
             shutil.rmtree(P.model)
             shutil.copytree(P.rl_model, P.model)
             metrics["sft_kept"] = 0
+        save_validation(P.model, key, after if kept_step else before)  # the next cycle's train_rl starts from these weights
     return metrics
