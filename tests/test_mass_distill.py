@@ -197,6 +197,70 @@ def test_the_sft_stage_trains_on_the_distillation_rows_when_the_search_wrote_the
     assert train_sft(StageContext(params, "c1", tmp_path))["sft_trained"] == 0 and not calls
 
 
+def test_a_distillation_is_judged_on_the_forms_it_distilled_beside_validation(tiny_model_dir, tmp_path, monkeypatch):
+    """The forms a distillation teaches lie past the validation ladder from the 9-digit sums on, so
+    validation alone sees only what the step costs: fresh questions of the distilled forms join
+    the questions being moved. A step that loses one frontier question of validation and wins its
+    forms is kept; the same loss with nothing won on its forms is refused, and so is it without the
+    distillation's report (validation alone)."""
+    import shutil
+
+    from selfevolve.config import CycleSpec, Params
+    from selfevolve.paths import cycle_paths
+    from selfevolve.records import Question, read_jsonl, write_jsonl
+    from selfevolve.stages import train as stage
+    from selfevolve.stages.base import seeds
+    from selfevolve.stages.context import StageContext
+    from selfevolve.training import sft as sft_module
+
+    params = Params()
+    params.cycles = {"c1": CycleSpec(init="base")}
+    params.model.train_precision = "float32"
+    params.rl.eval_questions = 30
+    seeds(StageContext(params, "base", tmp_path))
+    base, P = cycle_paths("base", tmp_path), cycle_paths("c1", tmp_path)
+    write_jsonl(base.replay, _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start"))
+    P.mass_dir.mkdir(parents=True)
+    for path in (P.earlier_labels, P.self_labels, P.earlier_distilled):
+        write_jsonl(path, [])
+    P.sft_dataset.write_text("")
+    forms = ["9+5", "5+9"]
+    (P.mass_distill_report).write_text(json.dumps({"forms": forms}))
+    ctx = StageContext(params, "c1", tmp_path)
+    first = stage.distilled_form_questions(ctx, [])
+    trained_on = Rollout(id="d0", role="solver", group="g", question_id="g", prompt=f"Solve the problem.\nProblem: {first[0].text}",
+                         completion="<think>splitter</think><answer>1</answer>", reward=1.0, detail={"source": DISTILL_SOURCE})
+    write_jsonl(P.mass_distill, [trained_on])
+    checks = stage.distilled_form_questions(ctx, [trained_on])
+    assert [q.form for q in checks] == ["9+5"] * stage.DISTILLED_CHECK_PER_FORM + ["5+9"] * stage.DISTILLED_CHECK_PER_FORM
+    held = {q.text for f in (base.val, base.heldout) for q in read_jsonl(f, Question)}
+    assert first[0].text not in {q.text for q in checks} and not held & {q.text for q in checks}
+    shutil.copytree(tiny_model_dir, P.rl_model)
+    real = sft_module.distill_sft
+    monkeypatch.setattr(sft_module, "distill_sft", lambda *a, **k: real(*a, **{**k, "steps": 2, "batch_size": 2}))
+    lost = next(q.id for q in stage.validation_questions(ctx) if q.split == "frontier")
+
+    def scripted(after_on_forms):
+        def correctness(backend, qs, config, seed=0):
+            trained = backend.model_path == str(P.model)
+            return [int(after_on_forms if "-sft-check-" in q.id and trained else "-sft-check-" not in q.id and not (trained and q.id == lost))
+                    for q in qs]
+        return correctness
+
+    for after_on_forms, kept in ((1, 1), (0, 0)):
+        monkeypatch.setattr(stage, "correctness", scripted(after_on_forms))
+        shutil.rmtree(P.model, ignore_errors=True)
+        metrics = stage.train_sft(ctx)
+        assert metrics["sft_kept"] == kept and metrics["sft_distilled_form_questions"] == len(checks)
+        assert metrics["sft_distilled_forms_before"] == 0.0 and metrics["sft_distilled_forms_after"] == after_on_forms
+        assert metrics["sft_val_accuracy_after"] < metrics["sft_val_accuracy_before"] == 1.0
+    P.mass_distill_report.unlink()  # no report (an older cycle's folder): validation alone, and the lost question refuses
+    monkeypatch.setattr(stage, "correctness", scripted(1))
+    shutil.rmtree(P.model)
+    metrics = stage.train_sft(ctx)
+    assert metrics["sft_kept"] == 0 and metrics["sft_distilled_form_questions"] == 0
+
+
 def test_every_earlier_cycles_distilled_runs_are_carried_and_distilled_again(tiny_model_dir, tmp_path, monkeypatch):
     """``datasets`` writes a cycle's earlier distilled rows as its start's earlier distilled rows plus
     its start's ``mass/distill.jsonl`` (c2 carries c1's runs, c3 c1's and c2's), and ``train_sft``
