@@ -74,5 +74,5 @@ bench: install  ## performance benchmarks (print ratios)
 bench-sage: install  ## SAGE vs ablations over 3 cycles on 1,200 held-out questions (~30 min; needs models/base from `make run`)
 	$(BIN)/python benchmarks/bench_sage.py
 
-bench-compound: install  ## compounding: 6 cycles from a warm start per seed (0, 1), SAGE+MASS vs no MASS vs control (hours on 2 cores)
-	$(BIN)/python benchmarks/bench_compound.py
+bench-compound: install  ## compounding: 6 cycles from a warm start per seed (0, 1), SAGE+MASS vs no MASS vs control, held-out ladder to 10+10 (hours on 2 cores)
+	$(BIN)/python benchmarks/bench_compound.py --set 'seeds.arith.reach_levels=[5, 6, 7, 8, 9, 10]'

@@ -19,10 +19,13 @@ champion, run with the last cycle's model on the unsupervised questions, is comp
 no_mass's single pass too (accuracy beyond the first rung, McNemar, reach). Written to ``<out>/compound.md`` (the README's table), ``<out>/compound.json`` and
 ``<out>/compound.png`` (reach and unsupervised accuracy per cycle, one line per seed and variant).
 
-    make bench-compound                                   # 6 cycles, seeds 0 and 1 (hours on 2 cores)
+    make bench-compound                                   # 6 cycles, seeds 0 and 1, held-out ladder to 10+10 (hours on 2 cores)
     .venv/bin/python benchmarks/bench_compound.py --seeds 0 --cycles 3 --variants full,no_mass
 
-A killed run resumes (finished base stages, cycles and evaluations are kept).
+``--set`` overrides shape the base too: ``make bench-compound`` draws the held-out rungs beyond
+the frontier to 10+10 (``seeds.arith.reach_levels``), since by c3 the default ladder's top (8+8, a
+reach of 16 digits) is where a lineage stands and its c4 distillation teaches 9-digit sums. A
+killed run resumes (finished base stages, cycles and evaluations are kept).
 """
 
 from __future__ import annotations
@@ -42,17 +45,19 @@ from selfevolve.stats import mcnemar_exact  # noqa: E402
 UNSUPERVISED = ("frontier", "beyond")
 
 
-def build_base(root: Path, params_file: Path, seed: int, log) -> Path:
-    """``root`` as a project whose base cycle is built for ``seed`` (resumes a finished one)."""
+def build_base(root: Path, params_file: Path, seed: int, log, overrides: list[str] = ()) -> Path:
+    """``root`` as a project whose base cycle is built for ``seed`` from ``params_file`` with the
+    ``--set`` ``overrides`` (``a.b=value``), which shape the base too (the held-out ladder of
+    ``seeds.arith.reach_levels``); resumes a finished one. Returns its params.yaml; exits when
+    ``root`` was built with other params."""
     import yaml
 
-    from selfevolve.config import load_params
     from selfevolve.paths import cycle_paths
     from selfevolve.stages.registry import BASE_STAGES
     from selfevolve.stages.runner import run_stage
 
     root.mkdir(parents=True, exist_ok=True)
-    params = load_params(params_file).model_dump(mode="json")
+    params = bench_sage.apply_overrides(params_file, list(overrides)).model_dump(mode="json")
     params["seed"] = seed
     params["campaign"] = f"{params['campaign']}-compound-seed{seed}"
     if not Path(params["seeds"]["data_dir"]).is_absolute():
@@ -237,7 +242,7 @@ def main(argv: list[str] | None = None) -> dict:
     per_seed = {}
     for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:
         root = out / f"seed{seed}"
-        ppath = build_base(root, args.params.resolve(), seed, log)
+        ppath = build_base(root, args.params.resolve(), seed, log, args.set)
         extra = ["--no-mlflow"] if args.no_mlflow else []
         for item in args.set:
             extra += ["--set", item]

@@ -51,3 +51,25 @@ def test_the_champion_workflow_is_compared_on_the_unsupervised_rungs_beyond_the_
     text = bench.table({0: {"compounding": {}, "pairwise": {"champion_vs_no_mass": cmp}}})
     assert "full's MASS champion (splitter->low->high->combiner) with its model vs no_mass (single pass)" in text
     assert text.endswith("reach 50 % / 90 %: 9/9 vs 7/7.")
+
+
+def test_the_set_overrides_shape_the_base_the_cycles_start_from(tmp_path):
+    """``--set`` reaches the base's params (the held-out ladder is drawn there), and a base built
+    with other params is not silently reused."""
+    import pytest
+    import yaml
+
+    from selfevolve.paths import cycle_paths
+    from selfevolve.stages.registry import BASE_STAGES
+
+    root = tmp_path / "seed1"
+    for stage in BASE_STAGES:  # a finished base: nothing is run again
+        path = cycle_paths("base", root).metrics(stage.metrics_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    ladder = "seeds.arith.reach_levels=[5, 6, 7, 8, 9, 10]"
+    ppath = bench_compound.build_base(root, bench_compound.ROOT / "params.yaml", 1, print, [ladder])
+    written = yaml.safe_load(ppath.read_text())
+    assert written["seeds"]["arith"]["reach_levels"] == [5, 6, 7, 8, 9, 10] and written["seed"] == 1
+    with pytest.raises(SystemExit, match="other params"):
+        bench_compound.build_base(root, bench_compound.ROOT / "params.yaml", 1, print)
