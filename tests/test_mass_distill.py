@@ -118,17 +118,22 @@ def _rows(n, text, reply, source):
                     completion=reply.format(i=i, s=2 * i), reward=1.0, detail={"source": source}) for i in range(n)]
 
 
-def test_distill_sft_teaches_the_rows_and_the_turns_and_the_replay_keeps_the_rest(tiny_model_dir, tmp_path):
+def test_distill_sft_teaches_the_rows_and_the_turns_and_the_replay_keeps_the_rest(tiny_model_dir, tmp_path, monkeypatch):
     """The distillation step lowers the distilled rows' and the team's turns' loss a lot and,
-    drawing half of each batch from the replay, the replayed rows' too; it saves a loadable model;
-    it refuses to run on nothing or on shares that leave a pool no draw."""
+    drawing half of each batch from the replay, the replayed rows' too; each batch runs in
+    length-sorted micro-batches of ``DISTILL_MICRO_BATCH_ROWS``; it saves a loadable model; it
+    refuses to run on nothing or on shares that leave a pool no draw."""
     import pytest
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from selfevolve.config import LoraParams
+    from selfevolve.training import loop
     from selfevolve.training.loop import sft_loss
-    from selfevolve.training.sft import distill_sft
+    from selfevolve.training.sft import DISTILL_MICRO_BATCH_ROWS, distill_sft
+
+    cuts, real_cut = [], loop.micro_batches
+    monkeypatch.setattr(loop, "micro_batches", lambda tok, enc, rows_per_part, **k: cuts.append(rows_per_part) or real_cut(tok, enc, rows_per_part, **k))
 
     rows = _rows(4, "Compute {i}0000 + {i}.", "<think>splitter {i} + 0 low {i} high 0 combiner join</think><answer>{s}</answer>", DISTILL_SOURCE)
     replay = _rows(4, "Compute {i} - {i}.", "<answer>0</answer>", "warm_start")
@@ -143,7 +148,7 @@ def test_distill_sft_teaches_the_rows_and_the_turns_and_the_replay_keeps_the_res
         after = AutoModelForCausalLM.from_pretrained(tmp_path / "out")
         d1, r1, t1 = (sft_loss(after, tok, x, 256).item() for x in (rows, replay, turns))
     assert summary["trained"] and summary["steps"] == 30 and summary["rows"] == 4 and summary["replay_rows"] == 4
-    assert summary["turn_rows"] == 4
+    assert summary["turn_rows"] == 4 and cuts == [DISTILL_MICRO_BATCH_ROWS] * 30
     assert d1 < 0.5 * d0 and r1 < r0 and t1 < 0.5 * t0  # each pool is drawn: the turns at their own share
     for bad, msg, kw in (([], "nothing to distil", {}), (rows, "distillation share", {"share": 0.0}),
                          (rows, "turns' share", {"share": 0.5, "turn_share": 0.5})):

@@ -209,10 +209,12 @@ def autocast(precision: str):
 
 def fit(model, tokenizer, draw: Callable[[random.Random], list[Rollout]], *, steps: int, learning_rate: float,
         warmup_steps: int, decay_steps: int, min_lr_ratio: float, max_length: int, seed: int = 0, precision: str = "float32",
-        max_grad_norm: float = 1.0, desc: str = "train", on_step: Callable[[int, dict], None] | None = None) -> list[dict]:
+        max_grad_norm: float = 1.0, desc: str = "train", on_step: Callable[[int, dict], None] | None = None,
+        micro_batch_rows: int = MICRO_BATCH_ROWS) -> list[dict]:
     """``steps`` updates of AdamW on :func:`sft_loss` of the batches ``draw(rng)`` returns (computed
-    in length-sorted micro-batches: :func:`sft_backward`), on a :func:`wsd_schedule`. Returns the
-    loss curve (``{step, loss, lr}`` per step); ``on_step`` gets each entry as it happens."""
+    in length-sorted micro-batches of about ``micro_batch_rows``: :func:`sft_backward`), on a
+    :func:`wsd_schedule`. Returns the loss curve (``{step, loss, lr}`` per step); ``on_step`` gets
+    each entry as it happens."""
     import torch
     from tqdm import tqdm
 
@@ -223,7 +225,7 @@ def fit(model, tokenizer, draw: Callable[[random.Random], list[Rollout]], *, ste
     curve = []
     for step in tqdm(range(1, steps + 1), desc=desc, unit="step"):
         opt.zero_grad()
-        loss = sft_backward(model, tokenizer, draw(rng), max_length, precision)
+        loss = sft_backward(model, tokenizer, draw(rng), max_length, precision, micro_batch_rows)
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         opt.step()
         schedule.step()

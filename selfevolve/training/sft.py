@@ -198,6 +198,12 @@ def train_sft(model_dir: str | os.PathLike, chats: Sequence[Chat], out_dir: str 
 #: copied it right and took held-out rungs 0.545 -> 0.576 (+32 / -1, p 8e-9; 6+3 0 -> 0.56, 7+3 0
 #: -> 0.69), `reach_50` 9 -> 10; a larger share of chains per batch at 600 steps did not.
 DISTILL_STEPS, DISTILL_BATCH, DISTILL_LR, DISTILL_SHARE, DISTILL_TURN_SHARE = 1800, 16, 5e-4, 0.5, 0.3
+#: Rows per length-sorted micro-batch of a distillation step (``training.loop.sft_backward``; the
+#: gradient is the one padded batch's). Its batches mix chains of 250-480 tokens with replayed rows
+#: of ~100: padded as one batch of 16 (``MICRO_BATCH_ROWS``) a step took 793-838 ms, cut into two
+#: of 8 484-525 ms, into four of 4 450-536 ms (seed 0's c4 distillation, one thread;
+#: docs/measurements.md "The distillation in two micro-batches").
+DISTILL_MICRO_BATCH_ROWS = 8
 
 
 def distill_sft(model_dir: str | os.PathLike, rows: Sequence[Rollout], replay: Sequence[Rollout], out_dir: str | os.PathLike, *,
@@ -246,7 +252,7 @@ def distill_sft(model_dir: str | os.PathLike, rows: Sequence[Rollout], replay: S
 
     curve = fit(model, tok, draw, steps=steps, learning_rate=learning_rate, warmup_steps=min(30, steps // 5),
                 decay_steps=steps // 5, min_lr_ratio=0.01, max_length=max_length, seed=seed, precision=precision,
-                desc="train_sft (distillation)")
+                desc="train_sft (distillation)", micro_batch_rows=DISTILL_MICRO_BATCH_ROWS)
     save_policy(model, tok, Path(out_dir))
     return {"trained": True, "steps": steps, "rows": len(rows), "turn_rows": len(turns), "replay_rows": len(replay),
             "final_loss": curve[-1]["loss"] if curve else None, "seconds": round(time.time() - t0, 2)}
