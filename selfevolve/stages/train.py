@@ -317,11 +317,15 @@ def train_sft(ctx: StageContext) -> dict:
     of answering needs). The turns keep the team's roles: without them the chains taught under the
     Solver's prompt leaked into the part solvers' turns, and the split team that answered 0.82 of
     the c1 check fell to 0.12 at c2 (docs/measurements.md, "December 6"). Every earlier cycle's
-    distilled runs and turns (``earlier_distilled.jsonl``) join this cycle's, also when this cycle
-    distilled none: each round replays every earlier round (Lee et al. 2025, sec. 3). Measured on
-    seed 0's c2: without them c2 taught 5+5 and lost the 6-digit forms c1 had distilled (6+3 0.45
-    -> 0); with c1's rows beside c2's, held-out rungs 0.816 against c1's 0.701 (docs/measurements.md,
-    "December 6 (night)").
+    distilled runs and turns (``earlier_distilled.jsonl``) join this cycle's: each round replays
+    every earlier round (Lee et al. 2025, sec. 3). Measured on seed 0's c2: without them c2 taught
+    5+5 and lost the 6-digit forms c1 had distilled (6+3 0.45 -> 0); with c1's rows beside c2's,
+    held-out rungs 0.816 against c1's 0.701 (docs/measurements.md, "December 6 (night)"). A cycle
+    whose search distilled nothing (no form where the team beats one pass) has no round to replay
+    them beside: it takes the champion's chats as without a distillation (its ``train_rl`` already
+    drew the earlier rows among its labels). Measured at seed 0's c5 (every 10-digit form 0 for
+    the team): 1,800 steps on the earlier rows alone took 1,545 s and were refused (validation
+    0.964 -> 0.949; docs/measurements.md, "The distillation judged on the forms it moves").
 
     The SFT step is kept only if it does not lower accuracy on the questions being moved nor, by
     more than ``rl.retention_tolerance`` (or ``rl.retention_slack`` questions), on the seed forms the
@@ -349,7 +353,7 @@ def train_sft(ctx: StageContext) -> dict:
     distilled, earlier = [], []
     if params.mass.enabled:
         distilled = read_jsonl(P.mass_distill, Rollout) if P.mass_distill.exists() else []
-        earlier = read_jsonl(P.earlier_distilled, Rollout) if P.earlier_distilled.exists() else []
+        earlier = read_jsonl(P.earlier_distilled, Rollout) if P.earlier_distilled.exists() and distilled else []
         distilled += earlier
     chats = [json.loads(line)["messages"] for line in P.sft_dataset.read_text().splitlines() if line.strip()]
     if distilled:
